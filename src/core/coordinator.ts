@@ -1,0 +1,161 @@
+import type { LeaseToken } from './database.js';
+import { describeError } from './errors.js';
+import { hashGroupKey } from './partitioning.js';
+import { channels, emit } from './telemetry.js';
+import { PartitionWorker, type WorkerDeps } from './worker.js';
+
+/**
+ * Holds this node's fair share of an outbox's partitions. Every `leaseTimeout / 3` it records a
+ * heartbeat, counts the live relaying nodes, takes free partitions up to `ceil(partitions / nodes)`
+ * and hands back any above it, so partitions spread over the nodes instead of piling onto the
+ * first one. A partition's worker renews its own lease as it makes progress, so a hung worker
+ * loses its partition after `leaseTimeout`.
+ */
+export class OutboxCoordinator {
+  readonly workers = new Map<number, PartitionWorker>();
+  private timer: NodeJS.Timeout | undefined;
+  private ticking: Promise<void> | undefined;
+  private stopped = false;
+  private pruning: Promise<unknown> | undefined;
+  private lastPrune = 0;
+
+  constructor(
+    private readonly deps: WorkerDeps,
+    private readonly nodeId: string,
+    private readonly prune: () => Promise<unknown>,
+  ) {}
+
+  async start(): Promise<void> {
+    await this.tick();
+    this.timer = setInterval(() => void this.tick(), Math.max(50, Math.floor(this.deps.leaseTimeout / 3)));
+  }
+
+  wake(partition: number): void {
+    this.workers.get(partition)?.wake();
+  }
+
+  /** One coordination step; errors are logged and retried at the next tick. */
+  tick(): Promise<void> {
+    this.ticking ??= this.coordinate()
+      .catch((error: unknown) => {
+        emit(channels.error, () => ({ instance: this.deps.instance, outbox: this.deps.outbox.name, error }));
+        this.deps.logger.error('outboxer: partition coordination failed; retrying', {
+          outbox: this.deps.outbox.name,
+          error: describeError(error, 500),
+        });
+      })
+      .finally(() => {
+        this.ticking = undefined;
+      });
+    return this.ticking;
+  }
+
+  private async coordinate(): Promise<void> {
+    if (this.stopped) return;
+    const { adapter, outbox, leaseTimeout } = this.deps;
+    for (const [partition, worker] of this.workers) {
+      if (worker.lost) this.workers.delete(partition);
+    }
+    const results = await adapter.executeAtomically(adapter.dialect.heartbeat(outbox.table, outbox.name, this.nodeId, leaseTimeout));
+    const row = results[results.length - 1]![0]!;
+    const liveNodes = Math.max(1, Number(row.live_nodes));
+    const leased = new Set((JSON.parse(String(row.leases)) as Array<{ partition: number }>).map((l) => Number(l.partition)));
+    const target = Math.ceil(outbox.partitions / liveNodes);
+
+    if (this.workers.size > target) await this.releaseExtra(this.workers.size - target);
+    for (const partition of this.preferredOrder()) {
+      if (this.stopped || this.workers.size >= target) break;
+      if (this.workers.has(partition) || leased.has(partition)) continue;
+      await this.acquire(partition);
+    }
+    if (outbox.retention !== 'delete' && this.workers.has(0)) this.pruneWhenDue();
+  }
+
+  /** Each node tries partitions from its own starting point, so nodes do not all race for partition 0. */
+  private preferredOrder(): number[] {
+    const count = this.deps.outbox.partitions;
+    const start = hashGroupKey(this.nodeId) % count;
+    return Array.from({ length: count }, (_, i) => (start + i) % count);
+  }
+
+  private async acquire(partition: number): Promise<void> {
+    const { adapter, outbox, leaseTimeout } = this.deps;
+    const rows = await adapter.execute(
+      adapter.dialect.acquireLease(outbox.table, { outbox: outbox.name, partition, owner: this.nodeId, ttl: leaseTimeout }),
+    );
+    if (rows.length === 0 || this.stopped) return;
+    const lease: LeaseToken = { outbox: outbox.name, partition, owner: this.nodeId, epoch: Number(rows[0]!.epoch) };
+    const worker = new PartitionWorker(this.deps, lease);
+    this.workers.set(partition, worker);
+    emit(channels.leaseAcquired, () => ({ instance: this.deps.instance, outbox: outbox.name, partition, epoch: lease.epoch }));
+    worker.start();
+  }
+
+  private async releaseExtra(count: number): Promise<void> {
+    const extra = [...this.workers.values()].sort((a, b) => b.partition - a.partition).slice(0, count);
+    await Promise.all(extra.map((worker) => this.release(worker)));
+  }
+
+  private async release(worker: PartitionWorker): Promise<void> {
+    await worker.stop();
+    this.workers.delete(worker.partition);
+    if (worker.lost) return;
+    const { adapter, outbox } = this.deps;
+    await adapter.execute(adapter.dialect.releaseLease(outbox.table, worker.lease));
+    emit(channels.leaseReleased, () => ({ instance: this.deps.instance, outbox: outbox.name, partition: worker.partition, epoch: worker.lease.epoch }));
+  }
+
+  private pruneWhenDue(): void {
+    const interval = this.deps.outbox.pruneInterval;
+    if (this.pruning !== undefined || Date.now() - this.lastPrune < interval) return;
+    this.lastPrune = Date.now();
+    this.pruning = this.prune()
+      .catch((error: unknown) => {
+        this.deps.logger.error('outboxer: prune failed', { outbox: this.deps.outbox.name, error: describeError(error, 500) });
+      })
+      .finally(() => {
+        this.pruning = undefined;
+      });
+  }
+
+  /**
+   * Stops every worker, letting each finish its batch for up to `timeout` ms; past that the
+   * batches are abandoned unacknowledged. Then hands the leases back so another node can take over
+   * at once instead of waiting for them to expire.
+   */
+  async stop(timeout: number): Promise<void> {
+    this.stopped = true;
+    clearInterval(this.timer);
+    await this.ticking;
+    const workers = [...this.workers.values()];
+    const finished = Promise.all(workers.map((w) => w.stop()));
+    if (!(await settlesWithin(finished, timeout))) {
+      for (const worker of workers) worker.abort();
+      await settlesWithin(finished, 1000);
+    }
+    await this.pruning;
+    const { adapter, outbox } = this.deps;
+    try {
+      for (const worker of workers) {
+        if (!worker.lost) await adapter.execute(adapter.dialect.releaseLease(outbox.table, worker.lease));
+      }
+      await adapter.execute(adapter.dialect.removeNode(outbox.table, outbox.name, this.nodeId));
+    } catch (error) {
+      // The leases expire on their own; another node takes over after leaseTimeout.
+      this.deps.logger.warn('outboxer: could not hand back leases at stop', { outbox: outbox.name, error: describeError(error, 500) });
+    }
+    this.workers.clear();
+  }
+}
+
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([promise.then(() => true), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

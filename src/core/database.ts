@@ -1,0 +1,183 @@
+import type { QualifiedName } from './identifiers.js';
+import type { Ordering } from './options.js';
+
+/** SQL text and its parameters. Values always travel as parameters, never in the text. */
+export interface SqlQuery {
+  readonly text: string;
+  readonly values: readonly unknown[];
+}
+
+export type Row = Record<string, unknown>;
+
+/** A value that is synchronous for synchronous drivers (better-sqlite3) and a promise otherwise. */
+export type MaybePromise<T, Sync extends boolean> = Sync extends true ? T : Promise<T>;
+
+/**
+ * The seam between the core and a client library: run SQL inside the user's transaction, and run
+ * SQL on the library's own connection for the relay and the admin API. Everything else (which SQL,
+ * which order) is the core's and the dialect's business.
+ */
+export interface DatabaseAdapter<Tx = unknown, Sync extends boolean = boolean> {
+  readonly dialect: Dialect;
+  /** True when {@link executeInTransaction} returns rows synchronously. */
+  readonly sync: Sync;
+  /**
+   * Runs one statement inside the transaction the user passed to `publish`. Throws a
+   * `NOT_IN_TRANSACTION` error when `tx` can be seen not to be inside a transaction.
+   */
+  executeInTransaction(tx: Tx, query: SqlQuery): MaybePromise<Row[], Sync>;
+  /** Runs one statement on its own (autocommit) on the adapter's pool or connection. */
+  execute(query: SqlQuery): Promise<Row[]>;
+  /** Runs statements in one transaction, in order; all or nothing. Returns each statement's rows. */
+  executeAtomically(queries: readonly SqlQuery[]): Promise<Row[][]>;
+  /**
+   * Postgres only: a dedicated connection that LISTENs on `channel`, outside the pool, that
+   * reconnects with backoff. Absent where the database has no notifications.
+   */
+  listen?(channel: string, handlers: ListenHandlers): Promise<Listener>;
+}
+
+export interface ListenHandlers {
+  onNotification(payload: string): void;
+  /** Connected (true) or lost (false); while lost, workers poll. */
+  onStatus(connected: boolean, error?: unknown): void;
+}
+
+export interface Listener {
+  close(): Promise<void>;
+}
+
+/** What differs between databases, as capabilities the engine chooses its strategy from. */
+export interface DialectCapabilities {
+  /** LISTEN/NOTIFY wake-ups. */
+  readonly notifications: boolean;
+  /** Transaction-scoped advisory locks for `serializeWrites`. */
+  readonly advisoryLocks: boolean;
+  /** Several writers at once: false means writes are serialised already (SQLite). */
+  readonly concurrentWriters: boolean;
+  /** The database rejects U+0000 in text (Postgres): such values are refused before SQL runs. */
+  readonly rejectsNulCharacters: boolean;
+}
+
+export interface InsertRow {
+  readonly outbox: string;
+  readonly partition: number;
+  readonly groupKey: string | null;
+  readonly type: string | null;
+  /** JSON text. */
+  readonly payload: string;
+  /** JSON text or null. */
+  readonly headers: string | null;
+}
+
+export interface InsertOptions {
+  /** Take a transaction-scoped lock per group key first (`serializeWrites`). */
+  readonly serialize: boolean;
+  /** NOTIFY this channel with one payload per partition (`notify`). */
+  readonly notify: { readonly channel: string; readonly payloads: readonly string[] } | undefined;
+}
+
+/** Ownership a worker holds on a partition; every write of the worker is fenced on it. */
+export interface LeaseToken {
+  readonly outbox: string;
+  readonly partition: number;
+  readonly owner: string;
+  readonly epoch: number;
+}
+
+export interface PollParams {
+  readonly lease: LeaseToken;
+  readonly ordering: Ordering;
+  readonly limit: number;
+  /** Only ready messages with a larger id (see docs/ordering.md, "the cursor"). */
+  readonly afterId: number;
+  /** Treat retries due before this time as due; `null` = now; `Infinity` = all (manual testing). */
+  readonly dueBefore: Date | null | 'infinity';
+}
+
+export interface FailedMessage {
+  readonly id: number;
+  readonly error: string;
+  readonly dead: boolean;
+  /** Milliseconds until the next attempt (ignored when dead). */
+  readonly delay: number;
+}
+
+export interface SettleParams {
+  readonly lease: LeaseToken;
+  readonly delivered: readonly number[];
+  readonly failed: readonly FailedMessage[];
+  /** Groups whose blocking head left the retry state in this settle (acknowledged or dead). */
+  readonly unblockedGroups: readonly string[];
+  readonly keep: boolean;
+  /** Lease renewal, milliseconds. */
+  readonly ttl: number;
+}
+
+export interface AcquireParams {
+  readonly outbox: string;
+  readonly partition: number;
+  readonly owner: string;
+  readonly ttl: number;
+}
+
+/** Status column values. */
+export const Status = { ready: 0, retry: 1, held: 2, dead: 3, delivered: 4 } as const;
+
+/**
+ * All the SQL of one database, as pure functions returning text and parameters. One
+ * implementation per dialect folder; nothing else in the package writes SQL.
+ */
+export interface Dialect {
+  readonly name: 'postgres' | 'sqlite';
+  readonly capabilities: DialectCapabilities;
+  /** DDL for a message table and its companions, in order; idempotent. */
+  schema(table: QualifiedName): string[];
+  /** Statements that make concurrent `migrate()` calls wait for each other, run first in the migration transaction. */
+  migrationLock(): SqlQuery[];
+  insert(table: QualifiedName, rows: readonly InsertRow[], options: InsertOptions): SqlQuery;
+  poll(table: QualifiedName, params: PollParams): SqlQuery;
+  /** Moves ready messages of blocked groups out of the poll's way (`held`), re-checking the block. */
+  hold(table: QualifiedName, outbox: string, ids: readonly number[], groups: readonly string[]): SqlQuery;
+  /** The earliest retry time of a partition, to sleep no longer than needed. */
+  nextRetryAt(table: QualifiedName, outbox: string, partition: number): SqlQuery;
+  /** Statements, in one transaction, that acknowledge, retry, dead-letter and unblock, fenced on the lease. */
+  settle(table: QualifiedName, params: SettleParams): SqlQuery[];
+  acquireLease(table: QualifiedName, params: AcquireParams): SqlQuery;
+  renewLease(table: QualifiedName, lease: LeaseToken, ttl: number): SqlQuery;
+  releaseLease(table: QualifiedName, lease: LeaseToken): SqlQuery;
+  /**
+   * Heartbeat of a relaying node. The last statement returns `live_nodes` (relaying this outbox,
+   * this one included) and `leases` (JSON text: live `{ partition, owner }` pairs).
+   */
+  heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: number): SqlQuery[];
+  removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQuery;
+  counts(table: QualifiedName, outbox: string): SqlQuery;
+  list(table: QualifiedName, outbox: string, which: 'pending' | 'dead', limit: number): SqlQuery;
+  retryDead(table: QualifiedName, outbox: string, ids: readonly number[] | undefined): SqlQuery;
+  discard(table: QualifiedName, outbox: string, ids: readonly number[]): SqlQuery;
+  /** Releases held messages whose group no longer has a blocking head (after an admin change). */
+  releaseOrphanedHolds(table: QualifiedName, outbox: string): SqlQuery;
+  /** Deletes one batch of delivered rows older than the retention window; the last statement returns `pruned`. */
+  prune(table: QualifiedName, outbox: string, olderThanSeconds: number, limit: number): SqlQuery[];
+  /** Reads a row of {@link poll} or {@link list} into an envelope. */
+  toEnvelope(row: Row, outbox: string): PolledEnvelope;
+}
+
+export interface PolledEnvelope {
+  readonly id: number;
+  readonly outbox: string;
+  readonly type: string | null;
+  readonly groupKey: string | null;
+  readonly partition: number;
+  readonly payload: unknown;
+  readonly headers: Record<string, string>;
+  readonly attempts: number;
+  readonly lastError: string | null;
+  readonly nextAttemptAt: Date | null;
+  readonly insertedAt: Date;
+  /** Internal: the status the message had when read. */
+  readonly status: number;
+  /** Internal: a ready message whose group is blocked by a retrying head. */
+  readonly blocked: boolean;
+}

@@ -1,0 +1,242 @@
+import { OutboxerError } from './errors.js';
+import { parseTableName, validateIdentifier, type QualifiedName } from './identifiers.js';
+import type { Logger } from './logger.js';
+import type { Relay } from './relay.js';
+
+/** How the messages of an outbox are ordered. See docs/ordering.md. */
+export type Ordering = 'group' | 'total' | 'none';
+
+/** What happens to a delivered message: removed at once, or kept for `keep` seconds then pruned. */
+export type Retention = 'delete' | { keep: number };
+
+/** Options of one outbox. Every field but `relay` has a default. */
+export interface OutboxOptions {
+  /** Where messages go. Not needed on a publish-only instance (`relay: false`). */
+  relay?: Relay;
+  /** Default `'group'`: order per group key. `'total'`: one global order. `'none'`: no order. */
+  ordering?: Ordering;
+  /** Number of partitions, each delivered by one worker in the whole cluster. Default 1; `'total'` needs 1. */
+  partitions?: number;
+  /** Messages handed to the relay at once. Default 100. */
+  batchSize?: number;
+  /** Milliseconds between polls of an idle partition. Default 1000. */
+  pollInterval?: number;
+  /** Failures before a message goes dead. Default `Infinity` (strict: retried forever). */
+  maxAttempts?: number;
+  /** Exponential backoff between attempts in milliseconds, with jitter. Default `{ min: 1000, max: 60000 }`. */
+  backoff?: { min?: number; max?: number };
+  /** Default `'delete'`. `{ keep: seconds }` marks delivered rows and prunes them later. */
+  retention?: Retention;
+  /** Milliseconds between prune runs when `retention` keeps rows. Default 60000. */
+  pruneInterval?: number;
+  /** Table of this outbox, `name` or `schema.name`. Default `outboxer_messages`. */
+  table?: string;
+  /** Postgres: wake relays with NOTIFY at commit. Default false. */
+  notify?: boolean;
+  /** Postgres: serialise publishers of one group key with an advisory lock. Default false. */
+  serializeWrites?: boolean;
+  /** Largest encoded payload accepted by `publish`, in bytes. Default 262144 (256 KiB). */
+  maxPayloadBytes?: number;
+}
+
+export interface ResolvedOutbox {
+  readonly name: string;
+  readonly relay: Relay | undefined;
+  readonly ordering: Ordering;
+  readonly partitions: number;
+  readonly batchSize: number;
+  readonly pollInterval: number;
+  readonly maxAttempts: number;
+  readonly backoff: { readonly min: number; readonly max: number };
+  readonly retention: 'delete' | { readonly keep: number };
+  readonly pruneInterval: number;
+  readonly table: QualifiedName;
+  readonly notify: boolean;
+  readonly serializeWrites: boolean;
+  readonly maxPayloadBytes: number;
+}
+
+export interface InstanceSettings {
+  readonly name: string;
+  readonly relay: boolean;
+  readonly testing: 'manual' | undefined;
+  readonly schema: string | undefined;
+  readonly leaseTimeout: number;
+  readonly shutdownTimeout: number;
+  readonly maxErrorLength: number;
+  readonly logger: Logger | undefined;
+}
+
+const OUTBOX_KEYS = [
+  'relay',
+  'ordering',
+  'partitions',
+  'batchSize',
+  'pollInterval',
+  'maxAttempts',
+  'backoff',
+  'retention',
+  'pruneInterval',
+  'table',
+  'notify',
+  'serializeWrites',
+  'maxPayloadBytes',
+] as const;
+
+export const INSTANCE_KEYS = [
+  'database',
+  'outboxes',
+  'relay',
+  'testing',
+  'name',
+  'schema',
+  'leaseTimeout',
+  'shutdownTimeout',
+  'maxErrorLength',
+  'logger',
+] as const;
+
+export function invalidOption(path: string, accepted: string, got: unknown): OutboxerError {
+  return new OutboxerError('INVALID_OPTIONS', `Option "${path}" must be ${accepted}; got ${show(got)}.`);
+}
+
+function show(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'function') return 'a function';
+  if (Array.isArray(value)) return 'an array';
+  if (value === null || typeof value !== 'object') return String(value);
+  return 'an object';
+}
+
+export function rejectUnknownKeys(path: string, value: object, known: readonly string[]): void {
+  for (const key of Object.keys(value)) {
+    if (!known.includes(key)) {
+      throw new OutboxerError(
+        'INVALID_OPTIONS',
+        `Unknown option "${path}${path ? '.' : ''}${key}". Known options: ${known.join(', ')}.`,
+      );
+    }
+  }
+}
+
+export function integerOption(path: string, value: unknown, fallback: number, min: number, max: number): number {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+    throw invalidOption(path, `an integer from ${min} to ${max}`, value);
+  }
+  return value;
+}
+
+function booleanOption(path: string, value: unknown, fallback: boolean): boolean {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'boolean') throw invalidOption(path, 'true or false', value);
+  return value;
+}
+
+function oneOf<T extends string>(path: string, value: unknown, accepted: readonly T[], fallback: T): T {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string' || !accepted.includes(value as T)) {
+    throw invalidOption(path, `one of ${accepted.map((a) => `'${a}'`).join(', ')}`, value);
+  }
+  return value as T;
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+const MAX_MS = 2 ** 31 - 1; // the largest delay setTimeout honours
+
+export function resolveOutbox(
+  name: string,
+  raw: unknown,
+  instance: { relay: boolean; schema: string | undefined },
+): ResolvedOutbox {
+  const path = `outboxes.${name}`;
+  validateIdentifier(name, `${path} (the outbox name)`, /^[A-Za-z0-9_.-]{1,100}$/);
+  if (!isPlainObject(raw)) throw invalidOption(path, 'an object of outbox options', raw);
+  rejectUnknownKeys(path, raw, OUTBOX_KEYS);
+
+  const ordering = oneOf(`${path}.ordering`, raw.ordering, ['group', 'total', 'none'], 'group');
+  const partitions = integerOption(`${path}.partitions`, raw.partitions, 1, 1, 1024);
+  if (ordering === 'total' && partitions !== 1) {
+    throw invalidOption(`${path}.partitions`, "1 when ordering is 'total' (one worker keeps one order)", partitions);
+  }
+  const relay = raw.relay as Relay | undefined;
+  if (relay !== undefined && (typeof relay !== 'object' || relay === null || typeof relay.deliver !== 'function')) {
+    throw invalidOption(`${path}.relay`, 'a relay (an object with a deliver(batch, context) method)', relay);
+  }
+  if (relay === undefined && instance.relay) {
+    throw invalidOption(
+      `${path}.relay`,
+      'a relay such as functionRelay(...) on an instance that relays (or set relay: false on the instance for a publish-only node)',
+      relay,
+    );
+  }
+
+  return Object.freeze({
+    name,
+    relay,
+    ordering,
+    partitions,
+    batchSize: integerOption(`${path}.batchSize`, raw.batchSize, 100, 1, 10_000),
+    pollInterval: integerOption(`${path}.pollInterval`, raw.pollInterval, 1000, 1, MAX_MS),
+    maxAttempts: resolveMaxAttempts(`${path}.maxAttempts`, raw.maxAttempts),
+    backoff: resolveBackoff(`${path}.backoff`, raw.backoff),
+    retention: resolveRetention(`${path}.retention`, raw.retention),
+    pruneInterval: integerOption(`${path}.pruneInterval`, raw.pruneInterval, 60_000, 1, MAX_MS),
+    table: parseTableName(raw.table ?? 'outboxer_messages', `${path}.table`, instance.schema),
+    notify: booleanOption(`${path}.notify`, raw.notify, false),
+    serializeWrites: booleanOption(`${path}.serializeWrites`, raw.serializeWrites, false),
+    maxPayloadBytes: integerOption(`${path}.maxPayloadBytes`, raw.maxPayloadBytes, 262_144, 1, 1_073_741_824),
+  });
+}
+
+function resolveMaxAttempts(path: string, value: unknown): number {
+  if (value === undefined || value === Infinity) return Infinity;
+  return integerOption(path, value, Infinity, 1, Number.MAX_SAFE_INTEGER);
+}
+
+function resolveBackoff(path: string, value: unknown): { min: number; max: number } {
+  if (value === undefined) return Object.freeze({ min: 1000, max: 60_000 });
+  if (!isPlainObject(value)) throw invalidOption(path, 'an object { min, max } in milliseconds', value);
+  rejectUnknownKeys(path, value, ['min', 'max']);
+  const min = integerOption(`${path}.min`, value.min, 1000, 0, MAX_MS);
+  const max = integerOption(`${path}.max`, value.max, Math.max(60_000, min), 0, MAX_MS);
+  if (max < min) throw invalidOption(`${path}.max`, `at least backoff.min (${min})`, max);
+  return Object.freeze({ min, max });
+}
+
+function resolveRetention(path: string, value: unknown): 'delete' | { keep: number } {
+  if (value === undefined || value === 'delete') return 'delete';
+  if (isPlainObject(value)) {
+    rejectUnknownKeys(path, value, ['keep']);
+    const keep = value.keep;
+    if (typeof keep === 'number' && Number.isFinite(keep) && keep >= 0) return Object.freeze({ keep });
+    throw invalidOption(`${path}.keep`, 'a number of seconds, 0 or more', keep);
+  }
+  throw invalidOption(path, "'delete' or { keep: seconds }", value);
+}
+
+export function resolveInstance(raw: Record<string, unknown>): InstanceSettings {
+  const relay = booleanOption('relay', raw.relay, true);
+  const testing = raw.testing === undefined ? undefined : oneOf('testing', raw.testing, ['manual'], 'manual');
+  const name = raw.name === undefined ? 'outboxer' : raw.name;
+  validateIdentifier(name, 'name', /^[A-Za-z0-9_.-]{1,63}$/);
+  const schema = raw.schema === undefined ? undefined : validateIdentifier(raw.schema, 'schema');
+  const logger = raw.logger as Logger | undefined;
+  if (logger !== undefined && (typeof logger !== 'object' || logger === null || typeof logger.error !== 'function')) {
+    throw invalidOption('logger', 'an object with debug, info, warn and error methods (console works)', logger);
+  }
+  return Object.freeze({
+    name: name as string,
+    relay,
+    testing,
+    schema,
+    leaseTimeout: integerOption('leaseTimeout', raw.leaseTimeout, 30_000, 100, MAX_MS),
+    shutdownTimeout: integerOption('shutdownTimeout', raw.shutdownTimeout, 30_000, 0, MAX_MS),
+    maxErrorLength: integerOption('maxErrorLength', raw.maxErrorLength, 2000, 100, 1_000_000),
+    logger,
+  });
+}

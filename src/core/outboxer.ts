@@ -1,0 +1,419 @@
+import { randomUUID } from 'node:crypto';
+import { OutboxCoordinator } from './coordinator.js';
+import type { DatabaseAdapter, InsertRow, Listener, MaybePromise, Row } from './database.js';
+import { encodeMessage, type PublishOptions } from './encoding.js';
+import { OutboxerError } from './errors.js';
+import { sameTable, type QualifiedName } from './identifiers.js';
+import { silentLogger, type Logger } from './logger.js';
+import { isMessage, type Message } from './message.js';
+import {
+  INSTANCE_KEYS,
+  invalidOption,
+  rejectUnknownKeys,
+  resolveInstance,
+  resolveOutbox,
+  type InstanceSettings,
+  type OutboxOptions,
+  type ResolvedOutbox,
+} from './options.js';
+import type { Envelope } from './relay.js';
+import { drainOutbox, type DrainOptions, type DrainResult } from './testing.js';
+import { channels, emit } from './telemetry.js';
+import type { WorkerDeps } from './worker.js';
+
+/** Options of an {@link Outboxer} instance. */
+export interface OutboxerOptions<Tx, Sync extends boolean> {
+  /** The database, from a client adapter such as `nodePostgres(pool)` or `betterSqlite3(db)`. */
+  database: DatabaseAdapter<Tx, Sync>;
+  /** The outboxes by name. */
+  outboxes: Record<string, OutboxOptions>;
+  /** Default true. False makes a publish-only instance: no workers, no connections of its own. */
+  relay?: boolean;
+  /** `'manual'`: no workers; deliver with {@link Outboxer.drain} in tests. */
+  testing?: 'manual';
+  /** Instance name, part of the NOTIFY payload. Default `'outboxer'`. */
+  name?: string;
+  /** Schema of tables given without one. Default: the connection's search path (Postgres), `main` (SQLite). */
+  schema?: string;
+  /** Milliseconds after which a silent worker loses its partition. Default 30000. */
+  leaseTimeout?: number;
+  /** Milliseconds `stop()` waits for batches in flight before abandoning them. Default 30000. */
+  shutdownTimeout?: number;
+  /** Longest `lastError` kept, in characters. Default 2000. */
+  maxErrorLength?: number;
+  /** Where outboxer logs. Default: silent. `console` works. */
+  logger?: Logger;
+}
+
+export interface Counts {
+  pending: number;
+  delivered: number;
+  dead: number;
+}
+
+type Published<Sync extends boolean> = MaybePromise<number, Sync>;
+
+/** One message for {@link Outboxer.publishMany}: a typed message, or an outbox name and payload. */
+export type PublishInput = Message | { outbox: string; payload: unknown; groupKey?: string | null; headers?: Record<string, string>; type?: string | null };
+
+const NOTIFY_CHANNEL = 'outboxer';
+
+/**
+ * The transactional outbox. Publish inside your transaction; relay workers deliver in order.
+ *
+ * @example
+ * const outboxer = new Outboxer({
+ *   database: nodePostgres(pool),
+ *   outboxes: { orders: { relay: functionRelay(async (m) => send(m.payload)) } },
+ * });
+ * await outboxer.migrate();
+ * await outboxer.start();
+ * await client.query('BEGIN');
+ * await outboxer.publish(client, 'orders', { orderId: 42 }, { groupKey: 'order:42' });
+ * await client.query('COMMIT');
+ */
+export class Outboxer<Tx = unknown, Sync extends boolean = false> {
+  readonly settings: InstanceSettings;
+  private readonly adapter: DatabaseAdapter<Tx, Sync>;
+  private readonly outboxes: ReadonlyMap<string, ResolvedOutbox>;
+  private readonly nodeId: string;
+  private readonly logger: Logger;
+  private coordinators = new Map<string, OutboxCoordinator>();
+  private listener: Listener | undefined;
+  private state: 'idle' | 'starting' | 'running' | 'stopping' = 'idle';
+  private relaysStarted: Promise<void> | undefined;
+
+  constructor(options: OutboxerOptions<Tx, Sync>) {
+    if (typeof options !== 'object' || options === null) throw invalidOption('', 'an options object', options);
+    rejectUnknownKeys('', options, INSTANCE_KEYS);
+    const database = options.database as unknown;
+    if (typeof database !== 'object' || database === null || !('dialect' in database) || !('executeInTransaction' in database)) {
+      throw invalidOption('database', 'a database adapter such as nodePostgres(pool) from "outboxer/pg" or betterSqlite3(db) from "outboxer/better-sqlite3"', database);
+    }
+    this.settings = resolveInstance(options as unknown as Record<string, unknown>);
+    this.adapter = options.database;
+    this.logger = this.settings.logger ?? silentLogger;
+    this.outboxes = this.resolveOutboxes(options.outboxes);
+    this.nodeId = `${this.settings.name}:${randomUUID()}`;
+  }
+
+  private resolveOutboxes(raw: unknown): Map<string, ResolvedOutbox> {
+    if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || Object.keys(raw).length === 0) {
+      throw invalidOption('outboxes', 'an object with at least one outbox, e.g. { orders: { relay } }', raw);
+    }
+    const relays = this.settings.relay || this.settings.testing === 'manual';
+    const resolved = new Map<string, ResolvedOutbox>();
+    for (const [name, options] of Object.entries(raw)) {
+      const outbox = resolveOutbox(name, options, { relay: relays, schema: this.settings.schema });
+      const { capabilities } = this.adapter.dialect;
+      if (outbox.notify && !capabilities.notifications) {
+        throw invalidOption(`outboxes.${name}.notify`, `false on ${this.adapter.dialect.name} (it has no notifications)`, outbox.notify);
+      }
+      resolved.set(name, outbox);
+    }
+    return resolved;
+  }
+
+  /** The resolved options of an outbox; throws `UNKNOWN_OUTBOX` for a name that was not configured. */
+  outbox(name: string): ResolvedOutbox {
+    const outbox = this.outboxes.get(name);
+    if (outbox === undefined) {
+      throw new OutboxerError(
+        'UNKNOWN_OUTBOX',
+        `Unknown outbox ${JSON.stringify(name)}. Configured outboxes: ${[...this.outboxes.keys()].join(', ')}.`,
+      );
+    }
+    return outbox;
+  }
+
+  /**
+   * Writes a message inside the caller's transaction: it exists if and only if the transaction
+   * commits. Returns the message id (synchronously on better-sqlite3, as a promise otherwise).
+   * Every check runs before SQL is sent, so a refused message leaves the transaction untouched.
+   */
+  publish(tx: Tx, message: Message): Published<Sync>;
+  publish(tx: Tx, outbox: string, payload: unknown, options?: PublishOptions): Published<Sync>;
+  publish(tx: Tx, target: string | Message, payload?: unknown, options: PublishOptions = {}): Published<Sync> {
+    const input: PublishInput = isMessage(target) ? target : { outbox: target, payload, ...options };
+    return this.mapResult(this.insert(tx, [input]), (ids) => ids[0]!);
+  }
+
+  /** Writes many messages in one statement per table, in the order given. Returns their ids in that order. */
+  publishMany(tx: Tx, messages: readonly PublishInput[]): MaybePromise<number[], Sync> {
+    if (!Array.isArray(messages)) throw invalidOption('messages', 'an array of messages', messages);
+    if (messages.length === 0) return (this.adapter.sync ? [] : Promise.resolve([])) as unknown as MaybePromise<number[], Sync>;
+    return this.insert(tx, messages);
+  }
+
+  private insert(tx: Tx, inputs: readonly PublishInput[]): MaybePromise<number[], Sync> {
+    const groups = this.encodeByTable(inputs);
+    const { dialect } = this.adapter;
+    const run = (group: EncodedGroup): MaybePromise<Row[], Sync> => {
+      const notify = group.notify ? { channel: NOTIFY_CHANNEL, payloads: [...group.partitions].map((p) => `${this.settings.name}:${p}`) } : undefined;
+      return this.adapter.executeInTransaction(tx, dialect.insert(group.table, group.rows, { serialize: group.serialize, notify }));
+    };
+    const finish = (results: Row[][]): number[] => {
+      const ids = new Array<number>(inputs.length);
+      groups.forEach((group, g) => {
+        const sorted = results[g]!.map((row) => Number(row.id)).sort((a, b) => a - b);
+        group.positions.forEach((position, i) => (ids[position] = sorted[i]!));
+      });
+      emit(channels.publish, () => ({ instance: this.settings.name, outboxes: [...new Set(inputs.map((i) => i.outbox))], count: inputs.length, ids }));
+      return ids;
+    };
+    if (this.adapter.sync) return finish(groups.map((g) => run(g) as Row[])) as MaybePromise<number[], Sync>;
+    return (async () => {
+      const results: Row[][] = [];
+      for (const group of groups) results.push(await (run(group) as Promise<Row[]>));
+      return finish(results);
+    })() as MaybePromise<number[], Sync>;
+  }
+
+  private encodeByTable(inputs: readonly PublishInput[]): EncodedGroup[] {
+    const groups: EncodedGroup[] = [];
+    inputs.forEach((input, position) => {
+      if (typeof input !== 'object' || input === null) throw invalidOption('messages', 'messages made by defineMessage or { outbox, payload } objects', input);
+      const outbox = this.outbox(input.outbox);
+      const row = encodeMessage(outbox, input.payload, { groupKey: input.groupKey, headers: input.headers ?? undefined, type: input.type }, this.adapter.dialect.capabilities);
+      let group = groups.find((g) => sameTable(g.table, outbox.table));
+      if (group === undefined) {
+        group = { table: outbox.table, rows: [], positions: [], partitions: new Set(), serialize: false, notify: false };
+        groups.push(group);
+      }
+      group.rows.push(row);
+      group.positions.push(position);
+      if (outbox.notify) {
+        group.notify = true;
+        group.partitions.add(`${outbox.name}:${row.partition}`);
+      }
+      if (outbox.serializeWrites && this.adapter.dialect.capabilities.advisoryLocks) group.serialize = true;
+    });
+    return groups;
+  }
+
+  private mapResult<T, U>(value: MaybePromise<T, Sync>, fn: (value: T) => U): MaybePromise<U, Sync> {
+    if (this.adapter.sync) return fn(value as T) as MaybePromise<U, Sync>;
+    return (value as Promise<T>).then(fn) as MaybePromise<U, Sync>;
+  }
+
+  /**
+   * Creates the tables and indexes of every configured outbox. Idempotent; concurrent calls from
+   * several processes wait for each other. The same DDL is exported for your own migration tool.
+   */
+  async migrate(): Promise<void> {
+    const { dialect } = this.adapter;
+    const tables: QualifiedName[] = [];
+    for (const outbox of this.outboxes.values()) {
+      if (!tables.some((t) => sameTable(t, outbox.table))) tables.push(outbox.table);
+    }
+    const statements = [...dialect.migrationLock(), ...tables.flatMap((t) => dialect.schema(t)).map((text) => ({ text, values: [] }))];
+    await this.adapter.executeAtomically(statements);
+  }
+
+  /**
+   * Starts delivering: takes this node's share of every outbox's partitions and relays them.
+   * Does nothing on a publish-only instance (`relay: false`) or in manual testing mode.
+   */
+  async start(): Promise<void> {
+    if (!this.settings.relay || this.settings.testing === 'manual') return;
+    if (this.state !== 'idle') throw new OutboxerError('INVALID_STATE', `start() called while outboxer is ${this.state}.`);
+    this.state = 'starting';
+    try {
+      await this.startRelays();
+      await this.listenForNotifications();
+      for (const outbox of this.outboxes.values()) {
+        const coordinator = new OutboxCoordinator(this.workerDeps(outbox), this.nodeId, () => this.pruneAll(outbox));
+        this.coordinators.set(outbox.name, coordinator);
+        await coordinator.start();
+      }
+      this.state = 'running';
+    } catch (error) {
+      this.state = 'running';
+      await this.stop();
+      throw error;
+    }
+  }
+
+  private workerDeps(outbox: ResolvedOutbox): WorkerDeps {
+    return {
+      adapter: this.adapter as DatabaseAdapter<unknown, boolean>,
+      outbox,
+      relay: outbox.relay!,
+      instance: this.settings.name,
+      leaseTimeout: this.settings.leaseTimeout,
+      maxErrorLength: this.settings.maxErrorLength,
+      logger: this.logger,
+    };
+  }
+
+  private startRelays(): Promise<void> {
+    this.relaysStarted ??= (async () => {
+      const relays = new Set([...this.outboxes.values()].map((o) => o.relay!));
+      for (const relay of relays) await relay.start?.();
+    })();
+    return this.relaysStarted;
+  }
+
+  private async listenForNotifications(): Promise<void> {
+    const notifying = [...this.outboxes.values()].some((o) => o.notify);
+    if (!notifying || this.adapter.listen === undefined) return;
+    const prefix = `${this.settings.name}:`;
+    this.listener = await this.adapter.listen(NOTIFY_CHANNEL, {
+      onNotification: (payload) => {
+        if (!payload.startsWith(prefix)) return;
+        const rest = payload.slice(prefix.length);
+        const split = rest.lastIndexOf(':');
+        this.coordinators.get(rest.slice(0, split))?.wake(Number(rest.slice(split + 1)));
+      },
+      onStatus: (connected, error) => {
+        if (connected) {
+          // Wake everyone: notifications sent while we were away are lost.
+          for (const coordinator of this.coordinators.values()) for (const worker of coordinator.workers.values()) worker.wake();
+        } else {
+          this.logger.warn('outboxer: notification listener disconnected; polling until it is back', { error: String(error) });
+        }
+      },
+    });
+  }
+
+  /**
+   * Stops gracefully: every batch in flight is finished and settled (or, past `shutdownTimeout`,
+   * abandoned unacknowledged), partitions are handed back, relays disconnected.
+   */
+  async stop(): Promise<void> {
+    if (this.state === 'idle' || this.state === 'stopping') return;
+    this.state = 'stopping';
+    try {
+      await Promise.all([...this.coordinators.values()].map((c) => c.stop(this.settings.shutdownTimeout)));
+      this.coordinators.clear();
+      await this.listener?.close();
+      this.listener = undefined;
+      await this.stopRelays();
+    } finally {
+      this.state = 'idle';
+    }
+  }
+
+  private async stopRelays(): Promise<void> {
+    if (this.relaysStarted === undefined) return;
+    this.relaysStarted = undefined;
+    const relays = new Set([...this.outboxes.values()].map((o) => o.relay!));
+    for (const relay of relays) await relay.stop?.();
+  }
+
+  /** `{ pending, delivered, dead }` of an outbox. Reads the table: call it from a metrics job, not per request. */
+  async counts(outbox: string): Promise<Counts> {
+    const o = this.outbox(outbox);
+    const [row] = await this.adapter.execute(this.adapter.dialect.counts(o.table, o.name));
+    return { pending: Number(row?.pending ?? 0), delivered: Number(row?.delivered ?? 0), dead: Number(row?.dead ?? 0) };
+  }
+
+  /** Messages waiting for delivery (ready, retrying or held), oldest first. */
+  listPending(outbox: string, options: { limit?: number } = {}): Promise<Envelope[]> {
+    return this.list(outbox, 'pending', options.limit);
+  }
+
+  /** Dead messages, oldest first. */
+  listDead(outbox: string, options: { limit?: number } = {}): Promise<Envelope[]> {
+    return this.list(outbox, 'dead', options.limit);
+  }
+
+  private async list(outbox: string, which: 'pending' | 'dead', limit = 100): Promise<Envelope[]> {
+    const o = this.outbox(outbox);
+    if (!Number.isInteger(limit) || limit < 1) throw invalidOption('limit', 'a positive integer', limit);
+    const rows = await this.adapter.execute(this.adapter.dialect.list(o.table, o.name, which, limit));
+    return rows.map((row) => {
+      const { status: _s, blocked: _b, ...envelope } = this.adapter.dialect.toEnvelope(row, o.name);
+      return envelope;
+    });
+  }
+
+  /**
+   * Makes dead messages pending again, keeping their ids (and so their place in their group);
+   * all of them, or those in `ids`. Returns how many were revived. A revived message is sent when
+   * next picked up, possibly after later messages of its group.
+   */
+  async retryDead(outbox: string, options: { ids?: readonly number[] } = {}): Promise<number> {
+    const o = this.outbox(outbox);
+    const ids = options.ids === undefined ? undefined : checkIds(options.ids);
+    const rows = await this.adapter.execute(this.adapter.dialect.retryDead(o.table, o.name, ids));
+    return rows.length;
+  }
+
+  /** Removes messages for good (pending or dead); a group they blocked moves on. Returns how many were removed. */
+  async discard(outbox: string, ids: readonly number[]): Promise<number> {
+    const o = this.outbox(outbox);
+    const { dialect } = this.adapter;
+    const [removed] = await this.adapter.executeAtomically([
+      dialect.discard(o.table, o.name, checkIds(ids)),
+      dialect.releaseOrphanedHolds(o.table, o.name),
+    ]);
+    return removed!.length;
+  }
+
+  /** Deletes delivered rows past the retention window, in batches. Returns how many. The pruner calls it. */
+  async prune(outbox: string): Promise<number> {
+    return this.pruneAll(this.outbox(outbox));
+  }
+
+  private async pruneAll(outbox: ResolvedOutbox, batch = 10_000): Promise<number> {
+    if (outbox.retention === 'delete') return 0;
+    const started = performance.now();
+    let total = 0;
+    for (;;) {
+      const results = await this.adapter.executeAtomically(this.adapter.dialect.prune(outbox.table, outbox.name, outbox.retention.keep, batch));
+      const pruned = Number(results[results.length - 1]![0]?.pruned ?? 0);
+      total += pruned;
+      if (pruned < batch) break;
+    }
+    emit(channels.prune, () => ({ instance: this.settings.name, outbox: outbox.name, pruned: total, duration: performance.now() - started }));
+    return total;
+  }
+
+  /**
+   * Manual testing mode: delivers everything pending through the real relays, retries included
+   * without waiting for backoff, and reports what happened.
+   */
+  async drain(outbox?: string, options: DrainOptions = {}): Promise<DrainResult> {
+    if (this.settings.testing !== 'manual') {
+      throw new OutboxerError('INVALID_STATE', 'drain() is for manual testing mode: create the instance with testing: "manual".');
+    }
+    await this.startRelays();
+    const targets = outbox === undefined ? [...this.outboxes.values()] : [this.outbox(outbox)];
+    const results: DrainResult[] = [];
+    for (const target of targets) results.push(await drainOutbox(this.workerDeps(target), this.nodeId, options));
+    return mergeDrainResults(results);
+  }
+
+  /** Ends manual testing mode's relays (`stop()` does it for running instances). */
+  async close(): Promise<void> {
+    await this.stop();
+    await this.stopRelays();
+  }
+}
+
+interface EncodedGroup {
+  table: QualifiedName;
+  rows: InsertRow[];
+  positions: number[];
+  partitions: Set<string>;
+  serialize: boolean;
+  notify: boolean;
+}
+
+function checkIds(ids: readonly number[]): number[] {
+  if (!Array.isArray(ids) || !ids.every((id) => Number.isSafeInteger(id) && id > 0)) {
+    throw invalidOption('ids', 'an array of message ids (positive integers)', ids);
+  }
+  return [...ids];
+}
+
+function mergeDrainResults(results: DrainResult[]): DrainResult {
+  return {
+    delivered: results.flatMap((r) => r.delivered),
+    retried: results.flatMap((r) => r.retried),
+    dead: results.flatMap((r) => r.dead),
+    pending: results.reduce((n, r) => n + r.pending, 0),
+    rounds: Math.max(0, ...results.map((r) => r.rounds)),
+  };
+}

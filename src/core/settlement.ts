@@ -1,0 +1,95 @@
+import { backoffDelay } from './backoff.js';
+import type { FailedMessage, PolledEnvelope } from './database.js';
+import { describeError } from './errors.js';
+import type { ResolvedOutbox } from './options.js';
+import { orderingKey, SKIPPED, type DeliveryOutcome } from './relay.js';
+import { Status } from './database.js';
+
+/** What to write after a batch: which messages are acknowledged, which failed, which groups unblock. */
+export interface Settlement {
+  readonly delivered: PolledEnvelope[];
+  readonly failed: Array<FailedMessage & { readonly envelope: PolledEnvelope; readonly cause: unknown }>;
+  /** Messages left untouched because an earlier message of their group failed in this batch. */
+  readonly skipped: PolledEnvelope[];
+  readonly unblockedGroups: string[];
+}
+
+/** Turns whatever `relay.deliver` produced into one outcome per message. */
+export function normalizeOutcomes(
+  batch: readonly PolledEnvelope[],
+  result: { returned: readonly DeliveryOutcome[] | void } | { thrown: unknown },
+): DeliveryOutcome[] {
+  if ('thrown' in result) return batch.map(() => ({ ok: false, error: result.thrown }));
+  const returned = result.returned;
+  if (returned === undefined) return batch.map(() => ({ ok: true }));
+  if (!Array.isArray(returned) || returned.length !== batch.length) {
+    const error = new Error(
+      `Relay returned ${Array.isArray(returned) ? returned.length : typeof returned} outcomes for a batch of ${batch.length}; nothing of the batch counts as delivered.`,
+    );
+    return batch.map(() => ({ ok: false, error }));
+  }
+  return returned as DeliveryOutcome[];
+}
+
+/**
+ * The order rule, applied whatever the relay reported: walking the batch in id order, once a
+ * message of a group failed, no later message of that group counts as delivered (it is left as it
+ * was, and waits behind the failure).
+ */
+export function planSettlement(
+  batch: readonly PolledEnvelope[],
+  outcomes: readonly DeliveryOutcome[],
+  outbox: ResolvedOutbox,
+  maxErrorLength: number,
+  random: () => number = Math.random,
+): Settlement {
+  const settlement: Settlement = { delivered: [], failed: [], skipped: [], unblockedGroups: [] };
+  const failedKeys = new Set<string>();
+  const unblocked = new Set<string>();
+  const groupMode = outbox.ordering === 'group';
+  batch.forEach((envelope, index) => {
+    const outcome = outcomes[index]!;
+    const key = orderingKey(envelope, outbox.ordering);
+    if (key !== null && failedKeys.has(key)) {
+      settlement.skipped.push(envelope);
+      return;
+    }
+    if (outcome.ok) {
+      settlement.delivered.push(envelope);
+      if (groupMode && envelope.groupKey !== null && envelope.status === Status.retry) unblocked.add(envelope.groupKey);
+      return;
+    }
+    if (outcome.error === SKIPPED) {
+      // A relay skipped it without reporting an earlier failure of the group: leave it as it is.
+      settlement.skipped.push(envelope);
+      if (key !== null) failedKeys.add(key);
+      return;
+    }
+    if (key !== null) failedKeys.add(key);
+    const failures = envelope.attempts + 1;
+    const permanent = isPermanent(outcome.error);
+    const strict = outbox.maxAttempts === Infinity;
+    const dead = failures >= outbox.maxAttempts || (permanent && !strict);
+    const delay = retryAfterOf(outcome.error) ?? (permanent ? outbox.backoff.max : backoffDelay(failures, outbox.backoff, random));
+    settlement.failed.push({
+      id: envelope.id,
+      error: describeError(outcome.error, maxErrorLength),
+      dead,
+      delay,
+      envelope,
+      cause: outcome.error,
+    });
+    if (dead && groupMode && envelope.groupKey !== null) unblocked.add(envelope.groupKey);
+  });
+  settlement.unblockedGroups.push(...unblocked);
+  return settlement;
+}
+
+function isPermanent(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { permanent?: unknown }).permanent === true;
+}
+
+function retryAfterOf(error: unknown): number | undefined {
+  const value = typeof error === 'object' && error !== null ? (error as { retryAfter?: unknown }).retryAfter : undefined;
+  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.round(value) : undefined;
+}

@@ -1,0 +1,320 @@
+import type { DatabaseAdapter, LeaseToken, PollParams, PolledEnvelope } from './database.js';
+import { describeError } from './errors.js';
+import type { Logger } from './logger.js';
+import type { ResolvedOutbox } from './options.js';
+import type { DeliveryOutcome, Envelope, Relay } from './relay.js';
+import { normalizeOutcomes, planSettlement, type Settlement } from './settlement.js';
+import { channels, emit } from './telemetry.js';
+
+export interface WorkerDeps {
+  readonly adapter: DatabaseAdapter<unknown, boolean>;
+  readonly outbox: ResolvedOutbox;
+  readonly relay: Relay;
+  readonly instance: string;
+  readonly leaseTimeout: number;
+  readonly maxErrorLength: number;
+  readonly logger: Logger;
+}
+
+/** What one poll-deliver-settle round did. */
+export interface RoundResult {
+  /** No message could be delivered now. */
+  readonly idle: boolean;
+  /** The poll returned a full page of ready messages: poll again at once. */
+  readonly full: boolean;
+  readonly leaseLost: boolean;
+  readonly settlement: Settlement | undefined;
+}
+
+/**
+ * Poll position of a partition. Polls start after the last ready id handed out, so they never
+ * step over the index entries that deleted rows leave behind until vacuum. They restart from the
+ * beginning when the backlog is drained, after held rows were released, and at least once per
+ * poll interval, which is how a transaction that committed late (a lower id) is picked up.
+ */
+export class PollCursor {
+  private afterId = 0;
+  private restartedAt = Date.now();
+
+  constructor(private readonly restartEvery: number) {}
+
+  next(): number {
+    if (Date.now() - this.restartedAt >= this.restartEvery) this.restart();
+    return this.afterId;
+  }
+
+  advance(to: number): void {
+    this.afterId = Math.max(this.afterId, to);
+  }
+
+  rewind(to: number): void {
+    this.afterId = Math.min(this.afterId, to);
+  }
+
+  restart(): void {
+    this.afterId = 0;
+    this.restartedAt = Date.now();
+  }
+}
+
+export interface RoundOptions {
+  readonly lease: LeaseToken;
+  readonly cursor: PollCursor;
+  readonly dueBefore: PollParams['dueBefore'];
+  readonly signal: AbortSignal;
+  /** When the lease runs out (process clock): delivery is abandoned past it. */
+  readonly leaseDeadline: number;
+}
+
+/** One round: poll, hold blocked rows, deliver, settle. */
+export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise<RoundResult> {
+  const { adapter, outbox } = deps;
+  const { dialect } = adapter;
+  const { lease, cursor } = options;
+  const limit = outbox.batchSize;
+  const rows = await adapter.execute(
+    dialect.poll(outbox.table, { lease, ordering: outbox.ordering, limit, afterId: cursor.next(), dueBefore: options.dueBefore }),
+  );
+  const polled = rows.map((row) => dialect.toEnvelope(row, outbox.name));
+  const ready = polled.filter((m) => m.status === 0);
+  const full = ready.length >= limit;
+
+  const blocked = polled.filter((m) => m.blocked);
+  if (blocked.length > 0) {
+    const groups = [...new Set(blocked.map((m) => m.groupKey!))];
+    await adapter.execute(dialect.hold(outbox.table, outbox.name, blocked.map((m) => m.id), groups));
+  }
+  const batch = polled.filter((m) => !m.blocked).slice(0, limit);
+  advanceCursor(cursor, polled, batch, full);
+  if (batch.length === 0) return { idle: true, full, leaseLost: false, settlement: undefined };
+  if (options.signal.aborted) return { idle: false, full, leaseLost: false, settlement: undefined };
+
+  const settlement = await deliver(deps, options, batch);
+  if (settlement === undefined) return { idle: false, full, leaseLost: false, settlement };
+  const leaseLost = !(await settle(deps, lease, settlement, cursor));
+  return { idle: false, full: full || settlement.delivered.length > 0, leaseLost, settlement };
+}
+
+function advanceCursor(cursor: PollCursor, polled: PolledEnvelope[], batch: PolledEnvelope[], full: boolean): void {
+  if (!full) {
+    cursor.restart();
+    return;
+  }
+  // Ready rows polled but left out of the batch come back next time: stop the cursor before them.
+  const inBatch = new Set(batch.map((m) => m.id));
+  const leftOut = polled.filter((m) => m.status === 0 && !m.blocked && !inBatch.has(m.id));
+  const lastReady = Math.max(...polled.filter((m) => m.status === 0).map((m) => m.id));
+  cursor.advance(leftOut.length > 0 ? Math.min(...leftOut.map((m) => m.id)) - 1 : lastReady);
+}
+
+async function deliver(deps: WorkerDeps, options: RoundOptions, batch: PolledEnvelope[]): Promise<Settlement | undefined> {
+  const { outbox, relay } = deps;
+  const started = performance.now();
+  emit(channels.batchStart, () => ({ instance: deps.instance, outbox: outbox.name, partition: options.lease.partition, size: batch.length }));
+
+  // Abandon the delivery when the lease runs out: past it another node may own the partition.
+  const leaseTimer = new AbortController();
+  const timer = setTimeout(() => leaseTimer.abort(new Error('lease expired during delivery')), Math.max(0, options.leaseDeadline - Date.now()));
+  const signal = AbortSignal.any([options.signal, leaseTimer.signal]);
+  let result: { returned: readonly DeliveryOutcome[] | void } | { thrown: unknown };
+  try {
+    result = { returned: await relay.deliver(batch.map(publicEnvelope), { outbox: outbox.name, partition: options.lease.partition, ordering: outbox.ordering, signal }) };
+  } catch (error) {
+    result = { thrown: error };
+  } finally {
+    clearTimeout(timer);
+  }
+  if (options.signal.aborted) {
+    // Stopped mid-batch: acknowledge nothing; the next owner delivers the batch again.
+    emit(channels.batchStop, () => ({ instance: deps.instance, outbox: outbox.name, partition: options.lease.partition, size: batch.length, delivered: 0, failed: 0, aborted: true, duration: performance.now() - started }));
+    return undefined;
+  }
+  const settlement = planSettlement(batch, normalizeOutcomes(batch, result), outbox, deps.maxErrorLength);
+  emit(channels.batchStop, () => ({
+    instance: deps.instance,
+    outbox: outbox.name,
+    partition: options.lease.partition,
+    size: batch.length,
+    delivered: settlement.delivered.length,
+    failed: settlement.failed.length,
+    aborted: false,
+    duration: performance.now() - started,
+  }));
+  return settlement;
+}
+
+/** The relay sees the envelope without the engine's bookkeeping fields. */
+function publicEnvelope(m: PolledEnvelope): Envelope {
+  const { status: _status, blocked: _blocked, ...envelope } = m;
+  return envelope;
+}
+
+/** Writes the settlement in one transaction fenced on the lease. False when the lease was lost. */
+async function settle(deps: WorkerDeps, lease: LeaseToken, settlement: Settlement, cursor: PollCursor): Promise<boolean> {
+  const { adapter, outbox } = deps;
+  const statements = adapter.dialect.settle(outbox.table, {
+    lease,
+    delivered: settlement.delivered.map((m) => m.id),
+    failed: settlement.failed,
+    unblockedGroups: settlement.unblockedGroups,
+    keep: outbox.retention !== 'delete',
+    ttl: deps.leaseTimeout,
+  });
+  const results = await adapter.executeAtomically(statements);
+  if (results[0]!.length === 0) {
+    emit(channels.leaseLost, () => ({ instance: deps.instance, outbox: outbox.name, partition: lease.partition, epoch: lease.epoch }));
+    deps.logger.warn('outboxer: partition taken over during delivery; the batch was not acknowledged', { outbox: outbox.name, partition: lease.partition });
+    return false;
+  }
+  if (settlement.unblockedGroups.length > 0) {
+    const released = results[results.length - 1]!.map((row) => Number(row.id));
+    if (released.length > 0) cursor.rewind(Math.min(...released) - 1);
+  }
+  for (const failure of settlement.failed) {
+    const channel = failure.dead ? channels.messageDead : channels.messageRetry;
+    emit(channel, () => ({
+      instance: deps.instance,
+      outbox: outbox.name,
+      partition: lease.partition,
+      id: failure.id,
+      groupKey: failure.envelope.groupKey,
+      attempts: failure.envelope.attempts + 1,
+      error: failure.error,
+      ...(failure.dead ? {} : { delay: failure.delay }),
+    }));
+    if (failure.dead) deps.logger.warn('outboxer: message is dead', { outbox: outbox.name, id: failure.id, error: failure.error });
+  }
+  return true;
+}
+
+/**
+ * Delivers one partition while it holds the lease: rounds back to back while there is work, a
+ * wait of `pollInterval` (or until the next retry is due, or a NOTIFY) when there is none.
+ */
+export class PartitionWorker {
+  private readonly stopController = new AbortController();
+  private readonly cursor: PollCursor;
+  private wakeUp: (() => void) | undefined;
+  private woken = false;
+  private lastRenewed = Date.now();
+  private finished: Promise<void> | undefined;
+  /** Set when the worker ended because another node owns the partition now. */
+  lost = false;
+
+  constructor(
+    private readonly deps: WorkerDeps,
+    readonly lease: LeaseToken,
+  ) {
+    this.cursor = new PollCursor(deps.outbox.pollInterval);
+  }
+
+  get partition(): number {
+    return this.lease.partition;
+  }
+
+  start(): void {
+    this.finished ??= this.loop();
+  }
+
+  /** Poll now (a NOTIFY arrived). */
+  wake(): void {
+    this.woken = true;
+    this.wakeUp?.();
+  }
+
+  /** Finish the batch in flight, then stop. */
+  async stop(): Promise<void> {
+    this.stopping = true;
+    this.wake();
+    await this.finished;
+  }
+
+  /** Abandon the batch in flight: it will not be acknowledged. */
+  abort(): void {
+    this.stopping = true;
+    this.stopController.abort(new Error('outboxer is stopping'));
+    this.wake();
+  }
+
+  get done(): Promise<void> {
+    return this.finished ?? Promise.resolve();
+  }
+
+  private stopping = false;
+
+  private async loop(): Promise<void> {
+    const { outbox, logger } = this.deps;
+    let failures = 0;
+    while (!this.stopping) {
+      try {
+        const round = await runRound(this.deps, {
+          lease: this.lease,
+          cursor: this.cursor,
+          dueBefore: null,
+          signal: this.stopController.signal,
+          leaseDeadline: this.lastRenewed + this.deps.leaseTimeout * 0.9,
+        });
+        failures = 0;
+        if (round.settlement !== undefined && !round.leaseLost) this.lastRenewed = Date.now();
+        if (round.leaseLost) {
+          this.lost = true;
+          return;
+        }
+        if (round.full) continue;
+        if (!(await this.renewIfDue())) return;
+        await this.sleep(await this.idleDelay());
+      } catch (error) {
+        // Database down or a statement failed: log, back off, try again. Nothing was acknowledged.
+        failures += 1;
+        emit(channels.error, () => ({ instance: this.deps.instance, outbox: outbox.name, partition: this.partition, error }));
+        logger.error('outboxer: relay round failed; retrying', { outbox: outbox.name, partition: this.partition, error: describeError(error, 500) });
+        await this.sleep(Math.min(outbox.pollInterval * 2 ** Math.min(failures - 1, 6), 30_000));
+        if (Date.now() - this.lastRenewed > this.deps.leaseTimeout) {
+          this.lost = true; // Could not renew in time: another node may own it now.
+          return;
+        }
+      }
+    }
+  }
+
+  private async renewIfDue(): Promise<boolean> {
+    if (Date.now() - this.lastRenewed < this.deps.leaseTimeout / 3) return true;
+    const { adapter, outbox } = this.deps;
+    const rows = await adapter.execute(adapter.dialect.renewLease(outbox.table, this.lease, this.deps.leaseTimeout));
+    if (rows.length === 0) {
+      this.lost = true;
+      emit(channels.leaseLost, () => ({ instance: this.deps.instance, outbox: outbox.name, partition: this.partition, epoch: this.lease.epoch }));
+      return false;
+    }
+    this.lastRenewed = Date.now();
+    return true;
+  }
+
+  private async idleDelay(): Promise<number> {
+    const { adapter, outbox } = this.deps;
+    const rows = await adapter.execute(adapter.dialect.nextRetryAt(outbox.table, outbox.name, this.partition));
+    const next = rows[0]?.next_attempt_at;
+    if (next === null || next === undefined) return outbox.pollInterval;
+    const now = rows[0]!.now instanceof Date ? (rows[0]!.now as Date).getTime() : Date.now();
+    const dueIn = (next instanceof Date ? next.getTime() : Number(next)) - now;
+    return Math.max(0, Math.min(outbox.pollInterval, dueIn));
+  }
+
+  private sleep(ms: number): Promise<void> {
+    if (this.woken || this.stopping) {
+      this.woken = false;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done(): void {
+        clearTimeout(timer);
+        self.wakeUp = undefined;
+        self.woken = false;
+        resolve();
+      }
+      this.wakeUp = done;
+    });
+  }
+}

@@ -1,0 +1,360 @@
+import type {
+  AcquireParams,
+  Dialect,
+  InsertOptions,
+  InsertRow,
+  LeaseToken,
+  PollParams,
+  PolledEnvelope,
+  Row,
+  SettleParams,
+  SqlQuery,
+} from '../../core/database.js';
+import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
+import { postgresSchema } from './postgres-schema.js';
+import { parseJsonColumn, parseHeaders } from '../shared/columns.js';
+
+/**
+ * Every statement outboxer runs on Postgres. Status values: 0 ready, 1 retry, 2 held, 3 dead,
+ * 4 delivered (see docs/ordering.md). Each comment names the index a statement reads.
+ */
+
+const MS = `* interval '1 millisecond'`;
+const COLUMNS = `id, partition, group_key, type, payload::text AS payload, headers::text AS headers, attempts, last_error, next_attempt_at, inserted_at, status`;
+
+function tables(table: QualifiedName) {
+  return {
+    messages: quoteName(table),
+    leases: quoteName(companion(table, 'leases')),
+    nodes: quoteName(companion(table, 'nodes')),
+  };
+}
+
+/** `true` when the lease still belongs to the worker; $1..$4 = outbox, partition, owner, epoch. */
+function fence(leases: string): string {
+  return `EXISTS (SELECT 1 FROM ${leases} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4)`;
+}
+
+function leaseValues(lease: LeaseToken): unknown[] {
+  return [lease.outbox, lease.partition, lease.owner, lease.epoch];
+}
+
+function insert(table: QualifiedName, rows: readonly InsertRow[], options: InsertOptions): SqlQuery {
+  const t = quoteName(table);
+  const values: unknown[] = [];
+  const param = (value: unknown): string => {
+    values.push(value);
+    return `$${values.length}`;
+  };
+  const sources: string[] = [];
+  const lockKeys = options.serialize ? distinctSorted(rows.map((row) => row.groupKey)) : [];
+  if (lockKeys.length > 0) {
+    // Sorted keys: two publishers of overlapping groups lock in the same order and cannot deadlock.
+    sources.push(
+      `(SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) FROM unnest(${param(lockKeys)}::text[]) AS k) AS serialized`,
+    );
+  }
+  if (options.notify !== undefined) {
+    // Postgres folds identical notifications of one transaction: one per partition reaches relays.
+    sources.push(
+      `(SELECT count(pg_notify(${param(options.notify.channel)}, p)) FROM unnest(${param(options.notify.payloads)}::text[]) AS p) AS notified`,
+    );
+  }
+  const columns = `(outbox, partition, group_key, type, payload, headers)`;
+  if (rows.length === 1 && sources.length === 0) {
+    const row = rows[0]!;
+    return {
+      text: `INSERT INTO ${t} ${columns} VALUES ($1, $2, $3, $4, $5, $6) RETURNING id`,
+      values: [row.outbox, row.partition, row.groupKey, row.type, row.payload, row.headers],
+    };
+  }
+  const arrays = [
+    `${param(rows.map((r) => r.outbox))}::text[]`,
+    `${param(rows.map((r) => r.partition))}::int[]`,
+    `${param(rows.map((r) => r.groupKey))}::text[]`,
+    `${param(rows.map((r) => r.type))}::text[]`,
+    `${param(rows.map((r) => r.payload))}::json[]`,
+    `${param(rows.map((r) => r.headers))}::json[]`,
+  ];
+  const from = [
+    `unnest(${arrays.join(', ')}) WITH ORDINALITY AS r(outbox, partition, group_key, type, payload, headers, ord)`,
+    ...sources,
+  ].join(', ');
+  // ORDER BY ord: ids are drawn in the order the rows were given.
+  return {
+    text: `INSERT INTO ${t} ${columns} SELECT r.outbox, r.partition, r.group_key, r.type, r.payload, r.headers FROM ${from} ORDER BY r.ord RETURNING id`,
+    values,
+  };
+}
+
+function distinctSorted(keys: readonly (string | null)[]): string[] {
+  const set = new Set<string>();
+  for (const key of keys) if (key !== null) set.add(key);
+  return [...set].sort();
+}
+
+function dueParam(dueBefore: PollParams['dueBefore']): string | Date | null {
+  return dueBefore === 'infinity' ? 'infinity' : dueBefore;
+}
+
+function poll(table: QualifiedName, params: PollParams): SqlQuery {
+  const { messages } = tables(table);
+  const { lease } = params;
+  const values = [lease.outbox, lease.partition, params.limit, params.afterId, dueParam(params.dueBefore)];
+  const due = `COALESCE($5::timestamptz, now())`;
+  if (params.ordering === 'total') {
+    // One order for the whole outbox: while any message waits for its retry, nothing else moves.
+    // Reads the retry index (outbox, partition, next_attempt_at) WHERE status = 1, then the ready index.
+    return {
+      text: `WITH head AS (
+  SELECT id, next_attempt_at FROM ${messages} WHERE outbox = $1 AND partition = $2 AND status = 1 ORDER BY id LIMIT 1
+)
+SELECT ${COLUMNS}, false AS blocked FROM ${messages}
+WHERE id = (SELECT id FROM head WHERE next_attempt_at <= ${due})
+UNION ALL
+(SELECT ${COLUMNS}, false AS blocked FROM ${messages}
+ WHERE NOT EXISTS (SELECT 1 FROM head) AND outbox = $1 AND partition = $2 AND status = 0 AND id > $4
+ ORDER BY id LIMIT $3)
+ORDER BY id`,
+      values,
+    };
+  }
+  // Ready messages of a group whose head waits for a retry are flagged `blocked`; the engine moves
+  // them to `held` so later polls never step over them. The EXISTS probes the tiny index
+  // (outbox, group_key) WHERE status = 1.
+  const blocked =
+    params.ordering === 'group'
+      ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1))`
+      : 'false';
+  return {
+    text: `SELECT ${COLUMNS}, blocked FROM (
+  (SELECT m.*, false AS blocked FROM ${messages} m
+   WHERE m.outbox = $1 AND m.partition = $2 AND m.status = 1 AND m.next_attempt_at <= ${due}
+   ORDER BY m.next_attempt_at LIMIT $3)
+  UNION ALL
+  (SELECT m.*, ${blocked} AS blocked FROM ${messages} m
+   WHERE m.outbox = $1 AND m.partition = $2 AND m.status = 0 AND m.id > $4
+   ORDER BY m.id LIMIT $3)
+) AS batch ORDER BY id`,
+    values,
+  };
+}
+
+function hold(table: QualifiedName, outbox: string, ids: readonly number[], groups: readonly string[]): SqlQuery {
+  const { messages } = tables(table);
+  // FOR SHARE on the blocking heads: a concurrent settle that removes a head waits for this
+  // statement, and its later unhold statement then sees the rows held here. A head removed
+  // first is not found, and nothing is held.
+  return {
+    text: `WITH heads AS (
+  SELECT group_key FROM ${messages} WHERE outbox = $1 AND status = 1 AND group_key = ANY($2::text[]) FOR SHARE
+)
+UPDATE ${messages} SET status = 2
+WHERE id = ANY($3::bigint[]) AND status = 0 AND group_key IN (SELECT group_key FROM heads)
+RETURNING id`,
+    values: [outbox, groups, ids],
+  };
+}
+
+function nextRetryAt(table: QualifiedName, outbox: string, partition: number): SqlQuery {
+  const { messages } = tables(table);
+  return {
+    text: `SELECT min(next_attempt_at) AS next_attempt_at, now() AS now FROM ${messages} WHERE outbox = $1 AND partition = $2 AND status = 1`,
+    values: [outbox, partition],
+  };
+}
+
+function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
+  const { messages, leases } = tables(table);
+  const lease = leaseValues(params.lease);
+  const statements: SqlQuery[] = [
+    // Row lock on the lease: a takeover waits until this transaction ends, or this finds nothing.
+    {
+      text: `UPDATE ${leases} SET lease_until = now() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch`,
+      values: [...lease, params.ttl],
+    },
+  ];
+  if (params.delivered.length > 0) {
+    statements.push({
+      text: params.keep
+        ? `UPDATE ${messages} SET status = 4, delivered_at = now(), next_attempt_at = NULL WHERE id = ANY($5::bigint[]) AND outbox = $1 AND status < 3 AND ${fence(leases)}`
+        : `DELETE FROM ${messages} WHERE id = ANY($5::bigint[]) AND outbox = $1 AND ${fence(leases)}`,
+      values: [...lease, params.delivered],
+    });
+  }
+  if (params.failed.length > 0) {
+    const f = params.failed;
+    statements.push({
+      text: `UPDATE ${messages} AS m SET attempts = m.attempts + 1, last_error = f.error,
+  status = CASE WHEN f.dead THEN 3 ELSE 1 END,
+  next_attempt_at = CASE WHEN f.dead THEN NULL ELSE now() + f.delay ${MS} END
+FROM unnest($5::bigint[], $6::text[], $7::boolean[], $8::float8[]) AS f(id, error, dead, delay)
+WHERE m.id = f.id AND m.outbox = $1 AND m.status < 3 AND ${fence(leases)}`,
+      values: [...lease, f.map((x) => x.id), f.map((x) => x.error), f.map((x) => x.dead), f.map((x) => x.delay)],
+    });
+  }
+  if (params.unblockedGroups.length > 0) {
+    // A separate statement, so it sees rows held by a concurrent poll that our head change waited for.
+    statements.push(unhold(messages, params.lease.outbox, params.unblockedGroups));
+  }
+  return statements;
+}
+
+function unhold(messages: string, outbox: string, groups: readonly string[] | undefined): SqlQuery {
+  const groupFilter = groups === undefined ? '' : 'AND m.group_key = ANY($2::text[])';
+  return {
+    text: `UPDATE ${messages} AS m SET status = 0
+WHERE m.outbox = $1 AND m.status = 2 ${groupFilter}
+  AND NOT EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1)
+RETURNING m.id`,
+    values: groups === undefined ? [outbox] : [outbox, groups],
+  };
+}
+
+function acquireLease(table: QualifiedName, p: AcquireParams): SqlQuery {
+  const { leases } = tables(table);
+  return {
+    text: `INSERT INTO ${leases} AS l (outbox, partition, owner, epoch, lease_until)
+VALUES ($1, $2, $3, 1, now() + $4 ${MS})
+ON CONFLICT (outbox, partition) DO UPDATE
+  SET owner = EXCLUDED.owner, epoch = l.epoch + 1, lease_until = EXCLUDED.lease_until
+  WHERE l.lease_until < now() OR l.owner = EXCLUDED.owner
+RETURNING epoch`,
+    values: [p.outbox, p.partition, p.owner, p.ttl],
+  };
+}
+
+function renewLease(table: QualifiedName, lease: LeaseToken, ttl: number): SqlQuery {
+  const { leases } = tables(table);
+  return {
+    text: `UPDATE ${leases} SET lease_until = now() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch`,
+    values: [...leaseValues(lease), ttl],
+  };
+}
+
+function releaseLease(table: QualifiedName, lease: LeaseToken): SqlQuery {
+  const { leases } = tables(table);
+  return {
+    text: `UPDATE ${leases} SET lease_until = '-infinity' WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch`,
+    values: leaseValues(lease),
+  };
+}
+
+function heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: number): SqlQuery[] {
+  const { nodes, leases } = tables(table);
+  // Counts live relaying nodes (this one included) and returns the live leases, so the engine can
+  // aim for its fair share of partitions. Nodes silent for ten lease periods are forgotten.
+  return [{
+    text: `WITH beat AS (
+  INSERT INTO ${nodes} (outbox, node_id, last_seen) VALUES ($1, $2, now())
+  ON CONFLICT (outbox, node_id) DO UPDATE SET last_seen = now() RETURNING 1
+), forgotten AS (
+  DELETE FROM ${nodes} WHERE outbox = $1 AND last_seen < now() - 10 * $3 ${MS} RETURNING 1
+)
+SELECT (SELECT 1 + count(*) FROM ${nodes} WHERE outbox = $1 AND node_id <> $2 AND last_seen > now() - $3 ${MS})::int AS live_nodes,
+  (SELECT count(*) FROM beat)::int AS beat,
+  (SELECT count(*) FROM forgotten)::int AS forgotten,
+  coalesce((SELECT json_agg(json_build_object('partition', partition, 'owner', owner)) FROM ${leases} WHERE outbox = $1 AND lease_until >= now()), '[]'::json)::text AS leases`,
+    values: [outbox, nodeId, ttl],
+  }];
+}
+
+function removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQuery {
+  const { nodes } = tables(table);
+  return { text: `DELETE FROM ${nodes} WHERE outbox = $1 AND node_id = $2`, values: [outbox, nodeId] };
+}
+
+function counts(table: QualifiedName, outbox: string): SqlQuery {
+  const { messages } = tables(table);
+  return {
+    text: `SELECT count(*) FILTER (WHERE status < 3)::bigint AS pending, count(*) FILTER (WHERE status = 4)::bigint AS delivered, count(*) FILTER (WHERE status = 3)::bigint AS dead FROM ${messages} WHERE outbox = $1`,
+    values: [outbox],
+  };
+}
+
+function list(table: QualifiedName, outbox: string, which: 'pending' | 'dead', limit: number): SqlQuery {
+  const { messages } = tables(table);
+  const filter = which === 'pending' ? 'status < 3' : 'status = 3';
+  return {
+    text: `SELECT ${COLUMNS}, false AS blocked FROM ${messages} WHERE outbox = $1 AND ${filter} ORDER BY id LIMIT $2`,
+    values: [outbox, limit],
+  };
+}
+
+function retryDead(table: QualifiedName, outbox: string, ids: readonly number[] | undefined): SqlQuery {
+  const { messages } = tables(table);
+  const idFilter = ids === undefined ? '' : 'AND id = ANY($2::bigint[])';
+  return {
+    text: `UPDATE ${messages} SET status = 0, attempts = 0, next_attempt_at = NULL WHERE outbox = $1 AND status = 3 ${idFilter} RETURNING id`,
+    values: ids === undefined ? [outbox] : [outbox, ids],
+  };
+}
+
+function discard(table: QualifiedName, outbox: string, ids: readonly number[]): SqlQuery {
+  const { messages } = tables(table);
+  return {
+    text: `DELETE FROM ${messages} WHERE outbox = $1 AND id = ANY($2::bigint[]) AND status <> 4 RETURNING id`,
+    values: [outbox, ids],
+  };
+}
+
+function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, limit: number): SqlQuery[] {
+  const { messages } = tables(table);
+  // Reads the index (outbox, id) WHERE status = 4; dead messages (status 3) are never pruned.
+  return [{
+    text: `WITH pruned AS (
+  DELETE FROM ${messages} WHERE id IN (
+    SELECT id FROM ${messages} WHERE outbox = $1 AND status = 4 AND delivered_at < now() - $2 * interval '1 second' ORDER BY id LIMIT $3
+  ) RETURNING 1
+) SELECT count(*)::int AS pruned FROM pruned`,
+    values: [outbox, olderThanSeconds, limit],
+  }];
+}
+
+function toEnvelope(row: Row, outbox: string): PolledEnvelope {
+  return {
+    id: Number(row.id),
+    outbox,
+    type: (row.type as string | null) ?? null,
+    groupKey: (row.group_key as string | null) ?? null,
+    partition: Number(row.partition),
+    payload: parseJsonColumn(row.payload),
+    headers: parseHeaders(row.headers),
+    attempts: Number(row.attempts),
+    lastError: (row.last_error as string | null) ?? null,
+    nextAttemptAt: (row.next_attempt_at as Date | null) ?? null,
+    insertedAt: row.inserted_at as Date,
+    status: Number(row.status),
+    blocked: row.blocked === true,
+  };
+}
+
+export const postgresDialect: Dialect = Object.freeze({
+  name: 'postgres' as const,
+  capabilities: Object.freeze({
+    notifications: true,
+    advisoryLocks: true,
+    concurrentWriters: true,
+    rejectsNulCharacters: true,
+  }),
+  schema: postgresSchema,
+  // Concurrent migrate() calls queue on one transaction-scoped advisory lock.
+  migrationLock: () => [{ text: `SELECT pg_advisory_xact_lock(hashtextextended('outboxer:migrate', 0))`, values: [] }],
+  insert,
+  poll,
+  hold,
+  nextRetryAt,
+  settle,
+  acquireLease,
+  renewLease,
+  releaseLease,
+  heartbeat,
+  removeNode,
+  counts,
+  list,
+  retryDead,
+  discard,
+  releaseOrphanedHolds: (table: QualifiedName, outbox: string) => unhold(quoteName(table), outbox, undefined),
+  prune,
+  toEnvelope,
+});

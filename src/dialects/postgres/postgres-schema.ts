@@ -1,0 +1,65 @@
+import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
+
+/**
+ * The DDL of one message table and its companions, idempotent. Exported through `outboxer/pg` as
+ * {@link postgresSchema} for users' own migration tools.
+ *
+ * Status: 0 ready, 1 retry (waiting for `next_attempt_at`, blocks its group), 2 held (behind a
+ * retrying head of its group), 3 dead, 4 delivered (kept for `retention.keep`). Every index is
+ * partial, so each holds only the rows one query needs: the poll reads `_ready` and `_retry`, never
+ * the held backlog of a blocked group.
+ */
+export function postgresSchema(table: QualifiedName): string[] {
+  const t = quoteName(table);
+  const name = table.name;
+  const leases = quoteName(companion(table, 'leases'));
+  const nodes = quoteName(companion(table, 'nodes'));
+  const config = quoteName(companion(table, 'config'));
+  const schema = table.schema === undefined ? [] : [`CREATE SCHEMA IF NOT EXISTS "${table.schema}"`];
+  return [
+    ...schema,
+    // Identity without cache: ids increase in insert order across all sessions.
+    `CREATE TABLE IF NOT EXISTS ${t} (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  outbox text NOT NULL,
+  partition integer NOT NULL,
+  group_key text,
+  type text,
+  payload json NOT NULL,
+  headers json,
+  status smallint NOT NULL DEFAULT 0,
+  attempts integer NOT NULL DEFAULT 0,
+  last_error text,
+  next_attempt_at timestamptz,
+  inserted_at timestamptz NOT NULL DEFAULT now(),
+  delivered_at timestamptz
+) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 1000)`,
+    `CREATE INDEX IF NOT EXISTS "${name}_ready" ON ${t} (outbox, partition, id) WHERE status = 0`,
+    `CREATE INDEX IF NOT EXISTS "${name}_retry" ON ${t} (outbox, partition, next_attempt_at) WHERE status = 1`,
+    `CREATE INDEX IF NOT EXISTS "${name}_blocking" ON ${t} (outbox, group_key) WHERE status = 1`,
+    `CREATE INDEX IF NOT EXISTS "${name}_held" ON ${t} (outbox, group_key, id) WHERE status = 2`,
+    `CREATE INDEX IF NOT EXISTS "${name}_dead" ON ${t} (outbox, id) WHERE status = 3`,
+    `CREATE INDEX IF NOT EXISTS "${name}_delivered" ON ${t} (outbox, id) WHERE status = 4`,
+    `CREATE TABLE IF NOT EXISTS ${leases} (
+  outbox text NOT NULL,
+  partition integer NOT NULL,
+  owner text NOT NULL,
+  epoch bigint NOT NULL,
+  lease_until timestamptz NOT NULL,
+  PRIMARY KEY (outbox, partition)
+)`,
+    `CREATE TABLE IF NOT EXISTS ${nodes} (
+  outbox text NOT NULL,
+  node_id text NOT NULL,
+  last_seen timestamptz NOT NULL,
+  PRIMARY KEY (outbox, node_id)
+)`,
+    `CREATE TABLE IF NOT EXISTS ${config} (
+  outbox text PRIMARY KEY,
+  partitions integer NOT NULL,
+  ordering text NOT NULL,
+  serialize_writes boolean NOT NULL,
+  updated_at timestamptz NOT NULL DEFAULT now()
+)`,
+  ];
+}

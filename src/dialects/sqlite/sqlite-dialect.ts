@@ -1,0 +1,311 @@
+import type {
+  AcquireParams,
+  Dialect,
+  InsertRow,
+  LeaseToken,
+  PollParams,
+  PolledEnvelope,
+  Row,
+  SettleParams,
+  SqlQuery,
+} from '../../core/database.js';
+import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
+import { parseHeaders, parseJsonColumn } from '../shared/columns.js';
+import { sqliteSchema } from './sqlite-schema.js';
+
+/**
+ * Every statement outboxer runs on SQLite. Same layout and status values as Postgres; times are
+ * Unix milliseconds from the process clock (SQLite is single-node). Arrays travel as one JSON
+ * parameter read with `json_each`. SQLite has one writer at a time, so no row locks are needed.
+ */
+
+const COLUMNS = `id, partition, group_key, type, payload, headers, attempts, last_error, next_attempt_at, inserted_at, status`;
+
+/** Builds text and values together so `?` placeholders always line up with their values. */
+class Sql {
+  readonly values: unknown[] = [];
+  param(value: unknown): string {
+    this.values.push(value);
+    return '?';
+  }
+  json(value: unknown): string {
+    return this.param(JSON.stringify(value));
+  }
+  query(text: string): SqlQuery {
+    return { text, values: this.values };
+  }
+}
+
+function tables(table: QualifiedName) {
+  return {
+    messages: quoteName(table),
+    leases: quoteName(companion(table, 'leases')),
+    nodes: quoteName(companion(table, 'nodes')),
+  };
+}
+
+function fence(sql: Sql, leases: string, lease: LeaseToken): string {
+  return `EXISTS (SELECT 1 FROM ${leases} WHERE outbox = ${sql.param(lease.outbox)} AND partition = ${sql.param(lease.partition)} AND owner = ${sql.param(lease.owner)} AND epoch = ${sql.param(lease.epoch)})`;
+}
+
+function insert(table: QualifiedName, rows: readonly InsertRow[]): SqlQuery {
+  const t = quoteName(table);
+  const columns = `(outbox, partition, group_key, type, payload, headers)`;
+  if (rows.length === 1) {
+    const r = rows[0]!;
+    return {
+      text: `INSERT INTO ${t} ${columns} VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
+      values: [r.outbox, r.partition, r.groupKey, r.type, r.payload, r.headers],
+    };
+  }
+  // One parameter whatever the row count; ORDER BY key keeps ids in the order given.
+  const data = rows.map((r) => [r.outbox, r.partition, r.groupKey, r.type, r.payload, r.headers]);
+  return {
+    text: `INSERT INTO ${t} ${columns}
+SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5 FROM json_each(?) ORDER BY key
+RETURNING id`,
+    values: [JSON.stringify(data)],
+  };
+}
+
+function dueMillis(dueBefore: PollParams['dueBefore']): number {
+  if (dueBefore === 'infinity') return Number.MAX_SAFE_INTEGER;
+  return (dueBefore ?? new Date()).getTime();
+}
+
+function poll(table: QualifiedName, params: PollParams): SqlQuery {
+  const { messages } = tables(table);
+  const { lease } = params;
+  const sql = new Sql();
+  const due = dueMillis(params.dueBefore);
+  if (params.ordering === 'total') {
+    return sql.query(`WITH head AS (
+  SELECT id, next_attempt_at FROM ${messages} WHERE outbox = ${sql.param(lease.outbox)} AND partition = ${sql.param(lease.partition)} AND status = 1 ORDER BY id LIMIT 1
+)
+SELECT * FROM (
+  SELECT ${COLUMNS}, 0 AS blocked FROM ${messages} WHERE id = (SELECT id FROM head WHERE next_attempt_at <= ${sql.param(due)})
+  UNION ALL
+  SELECT * FROM (SELECT ${COLUMNS}, 0 AS blocked FROM ${messages}
+    WHERE NOT EXISTS (SELECT 1 FROM head) AND outbox = ${sql.param(lease.outbox)} AND partition = ${sql.param(lease.partition)} AND status = 0 AND id > ${sql.param(params.afterId)}
+    ORDER BY id LIMIT ${sql.param(params.limit)})
+) ORDER BY id`);
+  }
+  const retries = `SELECT * FROM (SELECT ${COLUMNS}, 0 AS blocked FROM ${messages}
+    WHERE outbox = ${sql.param(lease.outbox)} AND partition = ${sql.param(lease.partition)} AND status = 1 AND next_attempt_at <= ${sql.param(due)}
+    ORDER BY next_attempt_at LIMIT ${sql.param(params.limit)})`;
+  const blocked =
+    params.ordering === 'group'
+      ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1))`
+      : '0';
+  const ready = `SELECT * FROM (SELECT ${COLUMNS.split(', ')
+    .map((c) => `m.${c}`)
+    .join(', ')}, ${blocked} AS blocked FROM ${messages} m
+    WHERE m.outbox = ${sql.param(lease.outbox)} AND m.partition = ${sql.param(lease.partition)} AND m.status = 0 AND m.id > ${sql.param(params.afterId)}
+    ORDER BY m.id LIMIT ${sql.param(params.limit)})`;
+  return sql.query(`SELECT * FROM (${retries} UNION ALL ${ready}) ORDER BY id`);
+}
+
+function hold(table: QualifiedName, _outbox: string, ids: readonly number[]): SqlQuery {
+  const { messages } = tables(table);
+  return {
+    text: `UPDATE ${messages} AS m SET status = 2
+WHERE id IN (SELECT value FROM json_each(?)) AND status = 0
+  AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1)
+RETURNING id`,
+    values: [JSON.stringify(ids)],
+  };
+}
+
+function nextRetryAt(table: QualifiedName, outbox: string, partition: number): SqlQuery {
+  const { messages } = tables(table);
+  return {
+    text: `SELECT min(next_attempt_at) AS next_attempt_at FROM ${messages} WHERE outbox = ? AND partition = ? AND status = 1`,
+    values: [outbox, partition],
+  };
+}
+
+function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
+  const { messages, leases } = tables(table);
+  const { lease } = params;
+  const now = Date.now();
+  const statements: SqlQuery[] = [renewLease(table, lease, params.ttl)];
+  if (params.delivered.length > 0) {
+    const sql = new Sql();
+    const ids = sql.json(params.delivered);
+    statements.push(
+      params.keep
+        ? sql.query(
+            `UPDATE ${messages} SET status = 4, delivered_at = ${sql.param(now)}, next_attempt_at = NULL WHERE id IN (SELECT value FROM json_each(${ids})) AND status < 3 AND ${fence(sql, leases, lease)}`,
+          )
+        : sql.query(`DELETE FROM ${messages} WHERE id IN (SELECT value FROM json_each(${ids})) AND ${fence(sql, leases, lease)}`),
+    );
+  }
+  if (params.failed.length > 0) {
+    const sql = new Sql();
+    const text = `UPDATE ${messages} AS m SET attempts = m.attempts + 1, last_error = f.error,
+  status = CASE WHEN f.dead THEN 3 ELSE 1 END,
+  next_attempt_at = CASE WHEN f.dead THEN NULL ELSE ${sql.param(now)} + f.delay END
+FROM (SELECT value ->> 'id' AS id, value ->> 'error' AS error, value ->> 'dead' AS dead, value ->> 'delay' AS delay FROM json_each(${sql.json(params.failed)})) AS f
+WHERE m.id = f.id AND m.status < 3 AND ${fence(sql, leases, lease)}`;
+    statements.push(sql.query(text));
+  }
+  if (params.unblockedGroups.length > 0) statements.push(unhold(messages, lease.outbox, params.unblockedGroups));
+  return statements;
+}
+
+function unhold(messages: string, outbox: string, groups: readonly string[] | undefined): SqlQuery {
+  const sql = new Sql();
+  const groupFilter = groups === undefined ? '' : `AND m.group_key IN (SELECT value FROM json_each(${sql.json(groups)}))`;
+  const text = `UPDATE ${messages} AS m SET status = 0
+WHERE m.status = 2 ${groupFilter} AND m.outbox = ${sql.param(outbox)}
+  AND NOT EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1)
+RETURNING id`;
+  return sql.query(text);
+}
+
+function acquireLease(table: QualifiedName, p: AcquireParams): SqlQuery {
+  const { leases } = tables(table);
+  const now = Date.now();
+  return {
+    text: `INSERT INTO ${leases} (outbox, partition, owner, epoch, lease_until) VALUES (?, ?, ?, 1, ?)
+ON CONFLICT (outbox, partition) DO UPDATE
+  SET owner = excluded.owner, epoch = epoch + 1, lease_until = excluded.lease_until
+  WHERE lease_until < ? OR owner = excluded.owner
+RETURNING epoch`,
+    values: [p.outbox, p.partition, p.owner, now + p.ttl, now],
+  };
+}
+
+function leaseWhere(lease: LeaseToken): { text: string; values: unknown[] } {
+  return {
+    text: `WHERE outbox = ? AND partition = ? AND owner = ? AND epoch = ?`,
+    values: [lease.outbox, lease.partition, lease.owner, lease.epoch],
+  };
+}
+
+function renewLease(table: QualifiedName, lease: LeaseToken, ttl: number): SqlQuery {
+  const where = leaseWhere(lease);
+  return {
+    text: `UPDATE ${tables(table).leases} SET lease_until = ? ${where.text} RETURNING epoch`,
+    values: [Date.now() + ttl, ...where.values],
+  };
+}
+
+function releaseLease(table: QualifiedName, lease: LeaseToken): SqlQuery {
+  const where = leaseWhere(lease);
+  return { text: `UPDATE ${tables(table).leases} SET lease_until = 0 ${where.text} RETURNING epoch`, values: where.values };
+}
+
+function heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: number): SqlQuery[] {
+  const { nodes, leases } = tables(table);
+  const now = Date.now();
+  return [
+    {
+      text: `INSERT INTO ${nodes} (outbox, node_id, last_seen) VALUES (?, ?, ?) ON CONFLICT (outbox, node_id) DO UPDATE SET last_seen = excluded.last_seen`,
+      values: [outbox, nodeId, now],
+    },
+    { text: `DELETE FROM ${nodes} WHERE outbox = ? AND last_seen < ?`, values: [outbox, now - 10 * ttl] },
+    {
+      text: `SELECT (SELECT count(*) FROM ${nodes} WHERE outbox = ? AND last_seen > ?) AS live_nodes,
+  coalesce((SELECT json_group_array(json_object('partition', partition, 'owner', owner)) FROM ${leases} WHERE outbox = ? AND lease_until >= ?), '[]') AS leases`,
+      values: [outbox, now - ttl, outbox, now],
+    },
+  ];
+}
+
+function removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQuery {
+  return { text: `DELETE FROM ${tables(table).nodes} WHERE outbox = ? AND node_id = ?`, values: [outbox, nodeId] };
+}
+
+function counts(table: QualifiedName, outbox: string): SqlQuery {
+  return {
+    text: `SELECT count(*) FILTER (WHERE status < 3) AS pending, count(*) FILTER (WHERE status = 4) AS delivered, count(*) FILTER (WHERE status = 3) AS dead FROM ${tables(table).messages} WHERE outbox = ?`,
+    values: [outbox],
+  };
+}
+
+function list(table: QualifiedName, outbox: string, which: 'pending' | 'dead', limit: number): SqlQuery {
+  const filter = which === 'pending' ? 'status < 3' : 'status = 3';
+  return {
+    text: `SELECT ${COLUMNS}, 0 AS blocked FROM ${tables(table).messages} WHERE outbox = ? AND ${filter} ORDER BY id LIMIT ?`,
+    values: [outbox, limit],
+  };
+}
+
+function retryDead(table: QualifiedName, outbox: string, ids: readonly number[] | undefined): SqlQuery {
+  const idFilter = ids === undefined ? '' : 'AND id IN (SELECT value FROM json_each(?))';
+  return {
+    text: `UPDATE ${tables(table).messages} SET status = 0, attempts = 0, next_attempt_at = NULL WHERE outbox = ? AND status = 3 ${idFilter} RETURNING id`,
+    values: ids === undefined ? [outbox] : [outbox, JSON.stringify(ids)],
+  };
+}
+
+function discard(table: QualifiedName, outbox: string, ids: readonly number[]): SqlQuery {
+  return {
+    text: `DELETE FROM ${tables(table).messages} WHERE outbox = ? AND id IN (SELECT value FROM json_each(?)) AND status <> 4 RETURNING id`,
+    values: [outbox, JSON.stringify(ids)],
+  };
+}
+
+function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, limit: number): SqlQuery[] {
+  const { messages } = tables(table);
+  return [
+    {
+      text: `DELETE FROM ${messages} WHERE id IN (SELECT id FROM ${messages} WHERE outbox = ? AND status = 4 AND delivered_at < ? ORDER BY id LIMIT ?)`,
+      values: [outbox, Date.now() - olderThanSeconds * 1000, limit],
+    },
+    { text: `SELECT changes() AS pruned`, values: [] },
+  ];
+}
+
+function toDate(value: unknown): Date | null {
+  return value === null || value === undefined ? null : new Date(Number(value));
+}
+
+function toEnvelope(row: Row, outbox: string): PolledEnvelope {
+  return {
+    id: Number(row.id),
+    outbox,
+    type: (row.type as string | null) ?? null,
+    groupKey: (row.group_key as string | null) ?? null,
+    partition: Number(row.partition),
+    payload: parseJsonColumn(row.payload),
+    headers: parseHeaders(row.headers),
+    attempts: Number(row.attempts),
+    lastError: (row.last_error as string | null) ?? null,
+    nextAttemptAt: toDate(row.next_attempt_at),
+    insertedAt: toDate(row.inserted_at)!,
+    status: Number(row.status),
+    blocked: row.blocked === 1 || row.blocked === true,
+  };
+}
+
+export const sqliteDialect: Dialect = Object.freeze({
+  name: 'sqlite' as const,
+  capabilities: Object.freeze({
+    notifications: false,
+    advisoryLocks: false,
+    concurrentWriters: false,
+    rejectsNulCharacters: false,
+  }),
+  schema: sqliteSchema,
+  // The migration runs in a BEGIN IMMEDIATE transaction, which already excludes other writers.
+  migrationLock: () => [],
+  insert,
+  poll,
+  hold,
+  nextRetryAt,
+  settle,
+  acquireLease,
+  renewLease,
+  releaseLease,
+  heartbeat,
+  removeNode,
+  counts,
+  list,
+  retryDead,
+  discard,
+  releaseOrphanedHolds: (table: QualifiedName, outbox: string) => unhold(quoteName(table), outbox, undefined),
+  prune,
+  toEnvelope,
+});

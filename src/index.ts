@@ -1,0 +1,43 @@
+/**
+ * outboxer: the transactional outbox for Node.js and TypeScript.
+ * @packageDocumentation
+ */
+export { Outboxer, type OutboxerOptions, type Counts, type PublishInput } from './core/outboxer.js';
+export type { OutboxOptions, Ordering, Retention, ResolvedOutbox } from './core/options.js';
+export type { PublishOptions } from './core/encoding.js';
+export { defineMessage, isMessage, type Message, type MessageDefinition, type MessageFactory } from './core/message.js';
+export {
+  functionRelay,
+  batchRelay,
+  deliverEach,
+  orderingKey,
+  SKIPPED,
+  type Relay,
+  type Envelope,
+  type Headers,
+  type DeliveryContext,
+  type DeliveryOutcome,
+} from './core/relay.js';
+export {
+  OutboxerError,
+  DeliveryError,
+  PermanentError,
+  LeaseLostError,
+  isOutboxerError,
+  ERROR_CODES,
+  type ErrorCode,
+  type DeliveryErrorOptions,
+} from './core/errors.js';
+export type { Logger } from './core/logger.js';
+export type { DrainOptions, DrainResult } from './core/testing.js';
+export { channels } from './core/telemetry.js';
+export { hashGroupKey } from './core/partitioning.js';
+export type {
+  DatabaseAdapter,
+  Dialect,
+  DialectCapabilities,
+  SqlQuery,
+  Row,
+  ListenHandlers,
+  Listener,
+} from './core/database.js';

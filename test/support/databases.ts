@@ -1,0 +1,77 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import pg from 'pg';
+import { betterSqlite3 } from 'outboxer/better-sqlite3';
+import { nodePostgres } from 'outboxer/pg';
+import type { DatabaseAdapter } from 'outboxer';
+
+export const DATABASE_URL = process.env.OUTBOXER_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+
+/** A fresh Postgres schema for one test file: nothing leaks between files. */
+export async function postgresFixture(poolSize = 10) {
+  const schema = `t_${Math.random().toString(36).slice(2, 10)}`;
+  const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
+  await admin.query(`CREATE SCHEMA "${schema}"`);
+  await admin.end();
+  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: poolSize, options: `-c search_path=${schema}` });
+  return {
+    kind: 'postgres' as const,
+    schema,
+    pool,
+    database: nodePostgres(pool) as DatabaseAdapter,
+    /** Runs `fn` in a transaction on one client and commits (or rolls back when it throws). */
+    async transaction<T>(fn: (tx: pg.PoolClient) => Promise<T>): Promise<T> {
+      const client = await pool.connect();
+      try {
+        await client.query('BEGIN');
+        const result = await fn(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK');
+        throw error;
+      } finally {
+        client.release();
+      }
+    },
+    async query(text: string, values: unknown[] = []) {
+      return (await pool.query(text, values)).rows;
+    },
+    async close() {
+      await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
+      await pool.end();
+    },
+  };
+}
+
+/** A fresh SQLite file in a temporary directory. */
+export function sqliteFixture() {
+  const dir = mkdtempSync(join(tmpdir(), 'outboxer-'));
+  const db = new Database(join(dir, 'test.db'));
+  db.pragma('journal_mode = WAL');
+  return {
+    kind: 'sqlite' as const,
+    db,
+    database: betterSqlite3(db) as DatabaseAdapter,
+    async transaction<T>(fn: (tx: Database.Database) => Promise<T> | T): Promise<T> {
+      // better-sqlite3 transactions are synchronous: fn must not await inside.
+      let result: T | undefined;
+      db.transaction(() => {
+        const value = fn(db);
+        if (value instanceof Promise) throw new Error('sqliteFixture.transaction: fn must be synchronous');
+        result = value;
+      })();
+      return result as T;
+    },
+    async query(text: string, values: unknown[] = []) {
+      const statement = db.prepare(text);
+      return statement.reader ? (statement.all(...values) as Record<string, unknown>[]) : (statement.run(...values), []);
+    },
+    async close() {
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
