@@ -1,0 +1,208 @@
+/**
+ * The relay contract suite: every relay runs it against its real server. It publishes through a
+ * real outbox (a SQLite file), lets the relay deliver, consumes what arrived at the destination and
+ * checks it. A relay's test file calls {@link relayContract} with a harness for its destination.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Outboxer, type OutboxOptions, type Relay } from 'outboxer';
+import { sqliteFixture } from '../support/databases.js';
+
+/** A message as the consumer saw it at the destination. */
+export interface Received {
+  /** The outbox id, read back from what the relay sent (header, message id, body…). */
+  readonly id: number;
+  readonly groupKey: string | null;
+  readonly payload: unknown;
+  /** The destination's deduplication id, where it has one (Nats-Msg-Id, MessageDeduplicationId, jobId…). */
+  readonly dedupeId?: string;
+}
+
+/** One fresh destination (a new topic, queue, stream…) and the means to read it back. */
+export interface Destination {
+  readonly relay: Relay;
+  /** Everything received so far, in the order the destination hands it out per group. */
+  received(): Promise<Received[]>;
+  /** Takes the destination down and brings it back (a stopped server, a paused queue…), where possible. */
+  readonly outage?: { begin(): Promise<void>; end(): Promise<void> };
+  teardown(): Promise<void>;
+}
+
+export interface RelayHarness {
+  readonly name: string;
+  /** True when the destination keeps per-group order; false (SQS standard) skips the order checks. */
+  readonly keepsOrder: boolean;
+  /** True when `dedupeId` must equal the outbox id. */
+  readonly dedupesById: boolean;
+  /** Messages for the order test. Default 2000 over 40 groups. */
+  readonly messages?: number;
+  readonly groups?: number;
+  /** Outbox options for the relay under test (batchSize, partitions…). */
+  readonly outboxOptions?: Partial<OutboxOptions>;
+  destination(): Promise<Destination>;
+  /** A relay pointed at something that does not exist or with bad credentials. */
+  misconfigured(): Promise<{ relay: Relay; teardown?: () => Promise<void> }>;
+  /** How long to wait for deliveries. Default 60 s. */
+  readonly timeout?: number;
+}
+
+export async function waitFor(check: () => Promise<boolean> | boolean, timeout: number, what: string): Promise<void> {
+  const deadline = Date.now() + timeout;
+  while (Date.now() < deadline) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error(`Timed out after ${timeout} ms waiting for ${what}`);
+}
+
+/** First deliveries per group must be in id order; returns the violations. */
+export function orderViolations(received: readonly Received[]): string[] {
+  const seen = new Set<number>();
+  const lastByGroup = new Map<string, number>();
+  const violations: string[] = [];
+  for (const message of received) {
+    if (seen.has(message.id)) continue; // a duplicate: only first deliveries count
+    seen.add(message.id);
+    if (message.groupKey === null) continue;
+    const last = lastByGroup.get(message.groupKey) ?? 0;
+    if (message.id < last) violations.push(`group ${message.groupKey}: ${message.id} arrived after ${last}`);
+    lastByGroup.set(message.groupKey, Math.max(last, message.id));
+  }
+  return violations;
+}
+
+export function relayContract(harness: RelayHarness): void {
+  const timeout = harness.timeout ?? 60_000;
+  describe(`${harness.name} relay contract`, () => {
+    const fixture = sqliteFixture();
+    afterAll(() => fixture.close());
+
+    async function withOutboxer<T>(relay: Relay, table: string, fn: (outboxer: Outboxer<unknown, boolean>) => Promise<T>): Promise<T> {
+      const outboxer = new Outboxer({
+        database: fixture.database,
+        outboxes: { events: { relay, pollInterval: 50, backoff: { min: 50, max: 500 }, table, ...harness.outboxOptions } },
+        leaseTimeout: 5000,
+      });
+      await outboxer.migrate();
+      try {
+        return await fn(outboxer);
+      } finally {
+        await outboxer.stop();
+      }
+    }
+
+    function publish(outboxer: Outboxer<unknown, boolean>, count: number, groups: number, offset = 0): number[] {
+      let ids: number[] = [];
+      fixture.db.transaction(() => {
+        ids = outboxer.publishMany(
+          fixture.db,
+          Array.from({ length: count }, (_, i) => ({
+            outbox: 'events',
+            payload: { n: offset + i, text: 'x'.repeat(50) },
+            groupKey: `g${(offset + i) % groups}`,
+          })),
+        ) as number[];
+      })();
+      return ids;
+    }
+
+    test(
+      'delivers every message, in order per group, with the dedupe id',
+      async () => {
+        const destination = await harness.destination();
+        try {
+          const count = harness.messages ?? 2000;
+          const ids = await withOutboxer(destination.relay, 'order_test', async (outboxer) => {
+            await outboxer.start();
+            const published: number[] = [];
+            for (let chunk = 0; chunk < 4; chunk += 1) published.push(...publish(outboxer, count / 4, harness.groups ?? 40, (chunk * count) / 4));
+            await waitFor(async () => (await outboxer.counts('events')).pending === 0, timeout, 'the outbox to drain');
+            return published;
+          });
+          let received: Received[] = [];
+          await waitFor(async () => {
+            received = await destination.received();
+            return new Set(received.map((m) => m.id)).size >= ids.length;
+          }, timeout, 'every message at the destination');
+          expect(new Set(received.map((m) => m.id))).toEqual(new Set(ids));
+          if (harness.keepsOrder) expect(orderViolations(received)).toEqual([]);
+          if (harness.dedupesById) {
+            for (const message of received) expect(message.dedupeId).toBe(String(message.id));
+          }
+        } finally {
+          await destination.teardown();
+        }
+      },
+      timeout * 3,
+    );
+
+    test(
+      'messages wait while the destination is down and arrive in order after it is back',
+      async (context) => {
+        const destination = await harness.destination();
+        if (destination.outage === undefined) {
+          await destination.teardown();
+          context.skip();
+          return;
+        }
+        try {
+          const ids = await withOutboxer(destination.relay, 'outage_test', async (outboxer) => {
+            await outboxer.start();
+            await destination.outage!.begin();
+            const published = publish(outboxer, 100, 5);
+            // Publishing is unaffected while the destination is down.
+            published.push(...publish(outboxer, 100, 5, 100));
+            await new Promise((resolve) => setTimeout(resolve, 1500));
+            expect((await outboxer.counts('events')).pending).toBeGreaterThan(0);
+            await destination.outage!.end();
+            await waitFor(async () => (await outboxer.counts('events')).pending === 0, timeout, 'the outbox to drain after the outage');
+            return published;
+          });
+          let received: Received[] = [];
+          await waitFor(async () => {
+            received = await destination.received();
+            return new Set(received.map((m) => m.id)).size >= ids.length;
+          }, timeout, 'every message after the outage');
+          expect(new Set(received.map((m) => m.id))).toEqual(new Set(ids));
+          if (harness.keepsOrder) expect(orderViolations(received)).toEqual([]);
+        } finally {
+          await destination.teardown();
+        }
+      },
+      timeout * 3,
+    );
+
+    describe('misconfiguration', () => {
+      let relay: Relay;
+      let teardown: (() => Promise<void>) | undefined;
+      beforeAll(async () => {
+        ({ relay, teardown } = await harness.misconfigured());
+      });
+      afterAll(async () => {
+        await teardown?.();
+      });
+
+      test('is reported as a clear error, and the message stays pending', async () => {
+        const outboxer = new Outboxer({
+          database: fixture.database,
+          outboxes: { events: { relay, table: 'misconfigured_test', maxAttempts: Infinity } },
+          testing: 'manual',
+        });
+        await outboxer.migrate();
+        let startError: unknown;
+        let drainError: string | undefined;
+        try {
+          fixture.db.transaction(() => outboxer.publish(fixture.db, 'events', { n: 1 }, { groupKey: 'g' }))();
+          const result = await outboxer.drain('events', { maxRounds: 1 });
+          drainError = result.retried[0]?.error;
+        } catch (error) {
+          startError = error;
+        } finally {
+          await outboxer.close().catch(() => undefined);
+        }
+        const message = startError !== undefined ? String((startError as Error).message) : drainError;
+        expect(message, 'a start() error or a recorded delivery error').toBeTruthy();
+        expect((await outboxer.counts('events')).pending).toBe(1);
+      });
+    });
+  });
+}
