@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted `bash -c` bodies get their values as arguments
 # Apache Kafka (KRaft, single node, combined broker+controller) from Maven Central jars, no Docker.
 #
 #   kafka.sh [start]        install jars if missing, format storage once, start, wait until ready
@@ -203,7 +204,8 @@ case "${1:-start}" in
   topics)
     shift
     ensure_java_maven
-    [[ -d "$LIBS" ]] || fetch_libs
+    fetch_libs
+    [[ -f "$DIR/tools.properties" ]] || write_config
     topics "$@"
     ;;
   reset)

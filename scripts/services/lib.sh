@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2016  # single-quoted `bash -c` bodies get their values as arguments
 # Shared helpers for scripts/services/*.sh. Source it; do not run it.
 #
 # Environment knobs (all optional):

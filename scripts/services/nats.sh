@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted `bash -c` bodies get their values as arguments
 # NATS with JetStream from Debian's packages on 127.0.0.1:4222.
 set -euo pipefail
 SVC_NAME=nats

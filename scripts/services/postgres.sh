@@ -47,7 +47,7 @@ ensure_cluster() {
     if find_cluster; then FRESH=1; return 0; fi
   fi
   local ver
-  ver="$(ls /usr/lib/postgresql | sort -V | tail -n1)"
+  ver="$(printf '%s\n' /usr/lib/postgresql/*/bin/postgres | awk -F/ '{ print $5 }' | sort -V | tail -n1)"
   log "creating cluster $ver/$CLUSTER on port $PORT"
   as_root pg_createcluster "$ver" "$CLUSTER" -p "$PORT" >&2
   FRESH=1

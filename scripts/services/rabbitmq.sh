@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted `bash -c` bodies get their values as arguments
 # RabbitMQ from Debian's packages on 127.0.0.1:5672 (user guest, password guest).
 set -euo pipefail
 SVC_NAME=rabbitmq

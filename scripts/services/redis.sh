@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted `bash -c` bodies get their values as arguments
 # Redis from Debian's packages on 127.0.0.1:6379 (in memory only: no RDB/AOF files).
 set -euo pipefail
 SVC_NAME=redis

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2016  # single-quoted `bash -c` bodies get their values as arguments
 # ElasticMQ (an SQS-compatible server) from Maven Central jars, no Docker.
 #
 #   sqs.sh [start]   install jars if missing, start, wait until it answers ListQueues

@@ -1,6 +1,6 @@
-import type { DatabaseAdapter, ListenHandlers, Listener, Row, SqlQuery } from '../core/database.js';
-import { OutboxerError } from '../core/errors.js';
-import { postgresDialect } from '../dialects/postgres/postgres-dialect.js';
+import type { DatabaseAdapter, ListenHandlers, Listener, Row, SqlQuery } from '../../core/database.js';
+import { OutboxerError } from '../../core/errors.js';
+import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 
 interface QueryResultLike {
   rows: Row[];

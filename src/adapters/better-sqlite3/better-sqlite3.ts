@@ -1,6 +1,6 @@
-import type { DatabaseAdapter, Row, SqlQuery } from '../core/database.js';
-import { OutboxerError } from '../core/errors.js';
-import { sqliteDialect } from '../dialects/sqlite/sqlite-dialect.js';
+import type { DatabaseAdapter, Row, SqlQuery } from '../../core/database.js';
+import { OutboxerError } from '../../core/errors.js';
+import { sqliteDialect } from '../../dialects/sqlite/sqlite-dialect.js';
 
 interface StatementLike {
   readonly reader: boolean;

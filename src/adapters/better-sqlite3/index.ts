@@ -3,5 +3,5 @@
  * @packageDocumentation
  */
 export { betterSqlite3, type BetterSqlite3DatabaseLike } from './better-sqlite3.js';
-export { sqliteDialect } from '../dialects/sqlite/sqlite-dialect.js';
-export { sqliteSchemaSql } from '../dialects/sqlite/schema-sql.js';
+export { sqliteDialect } from '../../dialects/sqlite/sqlite-dialect.js';
+export { sqliteSchemaSql } from '../../dialects/sqlite/schema-sql.js';

@@ -3,5 +3,5 @@
  * @packageDocumentation
  */
 export { nodePostgres, type NodePostgresOptions, type PgPoolLike, type PgTransactionClient } from './node-postgres.js';
-export { postgresDialect } from '../dialects/postgres/postgres-dialect.js';
-export { postgresSchemaSql } from '../dialects/postgres/schema-sql.js';
+export { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
+export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';
