@@ -11,7 +11,7 @@ interface StatementLike {
 /** The part of a better-sqlite3 `Database` outboxer uses. */
 export interface BetterSqlite3DatabaseLike {
   prepare(sql: string): StatementLike;
-  transaction<F extends (...args: never[]) => unknown>(fn: F): F & { immediate: F };
+  transaction(fn: (queries: readonly SqlQuery[]) => Row[][]): { immediate(queries: readonly SqlQuery[]): Row[][] };
   readonly inTransaction: boolean;
   readonly open: boolean;
 }
@@ -58,6 +58,6 @@ export function betterSqlite3(db: BetterSqlite3DatabaseLike): DatabaseAdapter<Be
     },
     execute: async (query) => run(query),
     // BEGIN IMMEDIATE: takes the write lock up front instead of failing with SQLITE_BUSY half-way.
-    executeAtomically: async (queries) => atomically.immediate(queries) as Row[][],
+    executeAtomically: async (queries) => atomically.immediate(queries),
   };
 }
