@@ -83,13 +83,20 @@ apt_install() {
     stamp="$(mktemp "${TMPDIR:-/tmp}/outboxer-apt.XXXXXX")"
     export OUTBOXER_APT_STAMP="$stamp"
   fi
+  # apt's and dpkg's chatter goes to a log file, shown only when a step fails.
+  mkdir -p "$OUTBOXER_SERVICES_DIR"
+  local aptlog="$OUTBOXER_SERVICES_DIR/apt.log"
   if [[ "$(cat "$stamp" 2>/dev/null)" != updated ]]; then
     log "apt-get update"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update >>"$aptlog" 2>&1 ||
+      { tail -n 30 "$aptlog" >&2; die "apt-get update failed (log: $aptlog)"; }
     echo updated >"$stamp"
   fi
-  log "apt-get install -y $*"
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >&2
+  log "apt-get install -y $* (log: $aptlog)"
+  local t0=$SECONDS
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$@" >>"$aptlog" 2>&1 ||
+    { tail -n 30 "$aptlog" >&2; die "apt-get install $* failed (log: $aptlog)"; }
+  log "installed $* ($((SECONDS - t0))s)"
 }
 
 # ---------------------------------------------------------------- Java / Maven

@@ -80,18 +80,23 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   const full = ready.length >= limit;
 
   const blocked = polled.filter((m) => m.blocked);
-  if (blocked.length > 0) {
-    const groups = [...new Set(blocked.map((m) => m.groupKey!))];
-    await adapter.execute(dialect.hold(outbox.table, outbox.name, blocked.map((m) => m.id), groups));
-  }
   const batch = polled.filter((m) => !m.blocked).slice(0, limit);
   advanceCursor(cursor, polled, batch, full);
+  if (blocked.length > 0) {
+    const groups = [...new Set(blocked.map((m) => m.groupKey!))];
+    const held = await adapter.execute(dialect.hold(outbox.table, outbox.name, blocked.map((m) => m.id), groups));
+    // A row whose blocking head went away meanwhile stays ready: poll it again.
+    const heldIds = new Set(held.map((row) => Number(row.id)));
+    rewindBefore(cursor, blocked.filter((m) => !heldIds.has(m.id)));
+  }
   if (batch.length === 0) return { idle: true, full, leaseLost: false, settlement: undefined };
   if (options.signal.aborted) return { idle: false, full, leaseLost: false, settlement: undefined };
 
   const settlement = await deliver(deps, options, batch);
   if (settlement === undefined) return { idle: false, full, leaseLost: false, settlement };
   const leaseLost = !(await settle(deps, lease, settlement, cursor));
+  // Messages left untouched behind a failure of their group stay ready, below the cursor.
+  rewindBefore(cursor, settlement.skipped);
   return { idle: false, full: full || settlement.delivered.length > 0, leaseLost, settlement };
 }
 
@@ -105,6 +110,11 @@ function advanceCursor(cursor: PollCursor, polled: PolledEnvelope[], batch: Poll
   const leftOut = polled.filter((m) => m.status === 0 && !m.blocked && !inBatch.has(m.id));
   const lastReady = Math.max(...polled.filter((m) => m.status === 0).map((m) => m.id));
   cursor.advance(leftOut.length > 0 ? Math.min(...leftOut.map((m) => m.id)) - 1 : lastReady);
+}
+
+function rewindBefore(cursor: PollCursor, messages: readonly PolledEnvelope[]): void {
+  const ready = messages.filter((m) => m.status === 0);
+  if (ready.length > 0) cursor.rewind(Math.min(...ready.map((m) => m.id)) - 1);
 }
 
 async function deliver(deps: WorkerDeps, options: RoundOptions, batch: PolledEnvelope[]): Promise<Settlement | undefined> {

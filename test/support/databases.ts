@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { betterSqlite3 } from 'outboxer/better-sqlite3';
 import { nodePostgres } from 'outboxer/pg';
-import type { DatabaseAdapter } from 'outboxer';
+import type { DatabaseAdapter, PublishInput } from 'outboxer';
 
 export const DATABASE_URL = process.env.OUTBOXER_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -55,15 +55,13 @@ export function sqliteFixture() {
     kind: 'sqlite' as const,
     db,
     database: betterSqlite3(db) as DatabaseAdapter,
-    async transaction<T>(fn: (tx: Database.Database) => Promise<T> | T): Promise<T> {
-      // better-sqlite3 transactions are synchronous: fn must not await inside.
-      let result: T | undefined;
-      db.transaction(() => {
+    /** better-sqlite3 transactions are synchronous: `fn` must not be async. */
+    async transaction<T>(fn: (tx: Database.Database) => T): Promise<T> {
+      return db.transaction(() => {
         const value = fn(db);
         if (value instanceof Promise) throw new Error('sqliteFixture.transaction: fn must be synchronous');
-        result = value;
+        return value;
       })();
-      return result as T;
     },
     async query(text: string, values: unknown[] = []) {
       const statement = db.prepare(text);
@@ -74,4 +72,42 @@ export function sqliteFixture() {
       rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+export type Fixture = Awaited<ReturnType<typeof postgresFixture>> | ReturnType<typeof sqliteFixture>;
+
+export const fixtures: Array<{ name: 'postgres' | 'sqlite'; make: () => Promise<Fixture> }> = [
+  { name: 'sqlite', make: async () => sqliteFixture() },
+  { name: 'postgres', make: () => postgresFixture() },
+];
+
+class Rollback extends Error {}
+
+/**
+ * Publishes `inputs` with publishMany in one transaction of the fixture's database; with
+ * `rollback`, the transaction is rolled back after the publish. Returns the ids (even when rolled back).
+ */
+export async function publishInTransaction(
+  fixture: Fixture,
+  outboxer: { publishMany(tx: never, inputs: readonly PublishInput[]): unknown },
+  inputs: readonly PublishInput[],
+  options: { rollback?: boolean } = {},
+): Promise<number[]> {
+  let ids: number[] = [];
+  try {
+    if (fixture.kind === 'sqlite') {
+      await fixture.transaction((tx) => {
+        ids = outboxer.publishMany(tx as never, inputs) as number[];
+        if (options.rollback) throw new Rollback();
+      });
+    } else {
+      await fixture.transaction(async (tx) => {
+        ids = (await outboxer.publishMany(tx as never, inputs)) as number[];
+        if (options.rollback) throw new Rollback();
+      });
+    }
+  } catch (error) {
+    if (!(error instanceof Rollback)) throw error;
+  }
+  return ids;
 }

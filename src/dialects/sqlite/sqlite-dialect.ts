@@ -130,14 +130,14 @@ function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
   const now = Date.now();
   const statements: SqlQuery[] = [renewLease(table, lease, params.ttl)];
   if (params.delivered.length > 0) {
+    // Placeholders are bound in text order: build each fragment in the order it appears.
     const sql = new Sql();
-    const ids = sql.json(params.delivered);
     statements.push(
       params.keep
         ? sql.query(
-            `UPDATE ${messages} SET status = 4, delivered_at = ${sql.param(now)}, next_attempt_at = NULL WHERE id IN (SELECT value FROM json_each(${ids})) AND status < 3 AND ${fence(sql, leases, lease)}`,
+            `UPDATE ${messages} SET status = 4, delivered_at = ${sql.param(now)}, next_attempt_at = NULL WHERE id IN (SELECT value FROM json_each(${sql.json(params.delivered)})) AND status < 3 AND ${fence(sql, leases, lease)}`,
           )
-        : sql.query(`DELETE FROM ${messages} WHERE id IN (SELECT value FROM json_each(${ids})) AND ${fence(sql, leases, lease)}`),
+        : sql.query(`DELETE FROM ${messages} WHERE id IN (SELECT value FROM json_each(${sql.json(params.delivered)})) AND ${fence(sql, leases, lease)}`),
     );
   }
   if (params.failed.length > 0) {
