@@ -132,9 +132,9 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
 
       // retryDead keeps the ids and sends them again.
       const healthy: Delivery[] = [];
+      await outboxer.stop();
       const revived = await outboxer.retryDead('orders', { ids: dead.slice(0, 3).map((m) => m.id) });
       expect(revived).toBe(3);
-      await outboxer.stop();
       const drainer = new Outboxer({
         database: fixture.database,
         outboxes: { orders: { relay: functionRelay(async (m) => void healthy.push({ id: m.id, groupKey: m.groupKey })), table: `ordering_${tableCount}`, maxAttempts: 2, partitions: 2 } },
