@@ -140,12 +140,26 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
 
   /** Writes many messages in one statement per table, in the order given. Returns their ids in that order. */
   publishMany(tx: Tx, messages: readonly PublishInput[]): MaybePromise<number[], Sync> {
-    if (!Array.isArray(messages)) throw invalidOption('messages', 'an array of messages', messages);
+    if (!Array.isArray(messages)) {
+      const error = invalidOption('messages', 'an array of messages', messages);
+      if (this.adapter.sync) throw error;
+      return Promise.reject(error) as MaybePromise<number[], Sync>;
+    }
     if (messages.length === 0) return (this.adapter.sync ? [] : Promise.resolve([])) as unknown as MaybePromise<number[], Sync>;
     return this.insert(tx, messages);
   }
 
   private insert(tx: Tx, inputs: readonly PublishInput[]): MaybePromise<number[], Sync> {
+    if (this.adapter.sync) return this.insertNow(tx, inputs);
+    // Async adapters report every failure, validation included, as a rejected promise.
+    try {
+      return this.insertNow(tx, inputs);
+    } catch (error) {
+      return Promise.reject(error) as MaybePromise<number[], Sync>;
+    }
+  }
+
+  private insertNow(tx: Tx, inputs: readonly PublishInput[]): MaybePromise<number[], Sync> {
     const groups = this.encodeByTable(inputs);
     const { dialect } = this.adapter;
     const run = (group: EncodedGroup): MaybePromise<Row[], Sync> => {

@@ -1,0 +1,196 @@
+/**
+ * Bad input gets a typed error with a stable code, thrown before any SQL runs, and the caller's
+ * transaction is left as it was: it still commits what it did before.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Outboxer, functionRelay, isOutboxerError, type ErrorCode } from 'outboxer';
+import { fixtures, postgresFixture, sqliteFixture, type Fixture } from '../support/databases.js';
+
+/** Expects `fn` to throw (sync adapters) or reject (async adapters) with an OutboxerError of `code`. */
+async function expectCode(fn: () => unknown, code: ErrorCode, message?: RegExp): Promise<void> {
+  let thrown: unknown;
+  try {
+    await fn();
+  } catch (error) {
+    thrown = error;
+  }
+  expect(isOutboxerError(thrown), `expected an OutboxerError ${code}, got ${String(thrown)}`).toBe(true);
+  expect((thrown as { code: string }).code).toBe(code);
+  if (message) expect((thrown as Error).message).toMatch(message);
+}
+
+const relay = functionRelay(async () => undefined);
+
+describe('invalid options are refused at construction, naming the option and the accepted values', () => {
+  const { database } = sqliteFixture();
+  const make = (options: Record<string, unknown>, outbox: Record<string, unknown> = {}) => () =>
+    new Outboxer({ database, outboxes: { orders: { relay, ...outbox } }, ...options } as never);
+
+  test.each([
+    [{}, { ordering: 'random' }, /outboxes\.orders\.ordering.*'group', 'total', 'none'/],
+    [{}, { partitions: 0 }, /outboxes\.orders\.partitions.*integer from 1 to 1024/],
+    [{}, { partitions: 1.5 }, /outboxes\.orders\.partitions/],
+    [{}, { ordering: 'total', partitions: 4 }, /partitions.*'total'/],
+    [{}, { batchSize: -1 }, /outboxes\.orders\.batchSize/],
+    [{}, { pollInterval: '1s' }, /outboxes\.orders\.pollInterval/],
+    [{}, { maxAttempts: 0 }, /outboxes\.orders\.maxAttempts/],
+    [{}, { backoff: { min: 100, max: 10 } }, /outboxes\.orders\.backoff\.max.*at least backoff\.min/],
+    [{}, { backoff: { minimum: 1 } }, /Unknown option "outboxes\.orders\.backoff\.minimum"/],
+    [{}, { retention: 'forever' }, /outboxes\.orders\.retention.*'delete' or \{ keep: seconds \}/],
+    [{}, { retention: { keep: -1 } }, /retention\.keep/],
+    [{}, { relay: { send() {} } }, /outboxes\.orders\.relay/],
+    [{}, { notify: true }, /notify.*sqlite/],
+    [{}, { colour: 'blue' }, /Unknown option "outboxes\.orders\.colour"/],
+    [{ relay: 'yes' }, {}, /Option "relay" must be true or false/],
+    [{ testing: 'auto' }, {}, /Option "testing" must be one of 'manual'/],
+    [{ leaseTimeout: 5 }, {}, /leaseTimeout/],
+    [{ logger: 'console' }, {}, /logger/],
+    [{ verbose: true }, {}, /Unknown option "verbose"/],
+  ])('%j %j', (options, outbox, message) => {
+    return expectCode(make(options, outbox), 'INVALID_OPTIONS', message);
+  });
+
+  test('an outbox without a relay on a relaying instance', async () => {
+    await expectCode(() => new Outboxer({ database, outboxes: { orders: {} } }), 'INVALID_OPTIONS', /outboxes\.orders\.relay.*relay: false/);
+  });
+
+  test('no outboxes, or no database adapter', async () => {
+    await expectCode(() => new Outboxer({ database, outboxes: {} }), 'INVALID_OPTIONS', /outboxes/);
+    await expectCode(() => new Outboxer({ database: {} as never, outboxes: { orders: { relay } } }), 'INVALID_OPTIONS', /database/);
+  });
+
+  test.each([
+    ['orders; DROP TABLE users', /table/],
+    ['a.b.c', /table/],
+    ['1abc', /table/],
+    ['x'.repeat(49), /table/],
+    ['public."quoted"', /table/],
+  ])('an unsafe table name %j', async (table, message) => {
+    await expectCode(make({}, { table }), 'INVALID_IDENTIFIER', message);
+  });
+
+  test('unsafe schema and instance names', async () => {
+    await expectCode(make({ schema: 'bad-schema' }), 'INVALID_IDENTIFIER', /schema/);
+    await expectCode(make({ name: 'a:b' }), 'INVALID_IDENTIFIER', /name/);
+    await expectCode(() => new Outboxer({ database, outboxes: { 'bad name': { relay } } }), 'INVALID_IDENTIFIER', /outbox name/);
+  });
+});
+
+describe.each(fixtures)('bad messages on $name', ({ make }) => {
+  let fixture: Fixture;
+  let outboxer: Outboxer<never, boolean>;
+  beforeAll(async () => {
+    fixture = await make();
+    outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: { orders: { relay, maxPayloadBytes: 1000 } },
+      testing: 'manual',
+    }) as Outboxer<never, boolean>;
+    await outboxer.migrate();
+    await fixture.query('CREATE TABLE business (id INTEGER PRIMARY KEY)');
+  });
+  afterAll(() => fixture.close());
+
+  const cyclic: Record<string, unknown> = {};
+  cyclic.self = cyclic;
+  const cases: Array<[string, () => [string, unknown, object?], ErrorCode]> = [
+    ['an unknown outbox', () => ['payments', {}], 'UNKNOWN_OUTBOX'],
+    ['a BigInt payload', () => ['orders', { amount: 10n }], 'PAYLOAD_NOT_ENCODABLE'],
+    ['a cyclic payload', () => ['orders', cyclic], 'PAYLOAD_NOT_ENCODABLE'],
+    ['an undefined payload', () => ['orders', undefined], 'PAYLOAD_NOT_ENCODABLE'],
+    ['a payload over maxPayloadBytes', () => ['orders', { text: 'x'.repeat(2000) }], 'PAYLOAD_TOO_LARGE'],
+    ['an empty group key', () => ['orders', {}, { groupKey: '' }], 'INVALID_MESSAGE'],
+    ['a numeric group key', () => ['orders', {}, { groupKey: 42 }], 'INVALID_MESSAGE'],
+    ['a huge group key', () => ['orders', {}, { groupKey: 'k'.repeat(600) }], 'INVALID_MESSAGE'],
+    ['a group key with a lone surrogate', () => ['orders', {}, { groupKey: 'a\uD800b' }], 'INVALID_MESSAGE'],
+    ['a non-string header', () => ['orders', {}, { headers: { retries: 3 } }], 'INVALID_MESSAGE'],
+  ];
+
+  test.each(cases)('%s: typed error, nothing written, the transaction still commits', async (_name, args, code) => {
+    const before = await outboxer.counts('orders');
+    const id = Math.floor(Math.random() * 1e9);
+    if (fixture.kind === 'sqlite') {
+      let thrown: unknown;
+      fixture.db.transaction(() => {
+        fixture.db.prepare('INSERT INTO business (id) VALUES (?)').run(id);
+        const [outbox, payload, options] = args();
+        try {
+          outboxer.publish(fixture.db as never, outbox, payload, options);
+        } catch (error) {
+          thrown = error;
+        }
+      })();
+      await expectCode(() => {
+        throw thrown;
+      }, code);
+    } else {
+      await fixture.transaction(async (tx) => {
+        await tx.query('INSERT INTO business (id) VALUES ($1)', [id]);
+        const [outbox, payload, options] = args();
+        await expectCode(() => outboxer.publish(tx as never, outbox, payload, options), code);
+        // The transaction is not aborted: another statement still works.
+        await tx.query('SELECT 1');
+      });
+    }
+    expect(await fixture.query('SELECT id FROM business WHERE id = ' + String(id))).toHaveLength(1);
+    expect(await outboxer.counts('orders')).toEqual(before);
+  });
+
+  test('a payload and group key with NUL characters and unicode', async () => {
+    const key = fixture.kind === 'sqlite' ? 'ключ\u0000🔑' : 'ключ🔑';
+    const payload = { text: 'nul \u0000 here, emoji 🎉, rtl \u202e' };
+    if (fixture.kind === 'sqlite') {
+      fixture.db.transaction(() => outboxer.publish(fixture.db as never, 'orders', payload, { groupKey: key }))();
+    } else {
+      await fixture.transaction((tx) => outboxer.publish(tx as never, 'orders', payload, { groupKey: key }) as Promise<number>);
+      // Postgres text cannot hold NUL: refused up front with a typed error.
+      await fixture.transaction(async (tx) => {
+        await expectCode(() => outboxer.publish(tx as never, 'orders', {}, { groupKey: 'a\u0000b' }), 'INVALID_MESSAGE', /NUL/);
+      });
+    }
+    const [message] = await outboxer.listPending('orders');
+    expect(message!.payload).toEqual(payload);
+    expect(message!.groupKey).toBe(key);
+    await outboxer.drain('orders');
+  });
+
+  test('publishing outside a transaction is refused', async () => {
+    if (fixture.kind === 'sqlite') {
+      await expectCode(() => outboxer.publish(fixture.db as never, 'orders', {}), 'NOT_IN_TRANSACTION');
+    } else {
+      await expectCode(() => outboxer.publish(fixture.pool as never, 'orders', {}), 'NOT_IN_TRANSACTION', /Pool/);
+      const client = await fixture.pool.connect();
+      try {
+        await expect(outboxer.publish(client as never, 'orders', {}) as Promise<number>).rejects.toMatchObject({ code: 'NOT_IN_TRANSACTION' });
+      } finally {
+        client.release();
+      }
+    }
+    expect((await outboxer.counts('orders')).pending).toBe(0);
+  });
+
+  test('admin calls with bad arguments', async () => {
+    await expect(outboxer.counts('nope')).rejects.toMatchObject({ code: 'UNKNOWN_OUTBOX' });
+    await expect(outboxer.discard('orders', ['1'] as never)).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+    await expect(outboxer.listPending('orders', { limit: 0 })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+    await expect(outboxer.drain('nope')).rejects.toMatchObject({ code: 'UNKNOWN_OUTBOX' });
+  });
+});
+
+test('a schema-qualified table is created and used on Postgres', async () => {
+  const fixture = await postgresFixture();
+  try {
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: { orders: { relay, table: `${fixture.schema}_extra.outbox` } },
+      testing: 'manual',
+    });
+    await outboxer.migrate();
+    await fixture.transaction((tx) => outboxer.publish(tx as never, 'orders', { ok: true }) as Promise<number>);
+    const rows = await fixture.query(`SELECT count(*)::int AS n FROM "${fixture.schema}_extra"."outbox"`);
+    expect(rows[0]!.n).toBe(1);
+    await fixture.query(`DROP SCHEMA "${fixture.schema}_extra" CASCADE`);
+  } finally {
+    await fixture.close();
+  }
+});
