@@ -1,0 +1,246 @@
+/**
+ * Start, stop, migrate, publish-only instances, manual testing mode, typed messages and telemetry.
+ */
+import diagnostics from 'node:diagnostics_channel';
+import { afterAll, beforeAll, describe, expect, expectTypeOf, test } from 'vitest';
+import { Outboxer, defineMessage, functionRelay, type Envelope } from 'outboxer';
+import { fixtures, postgresFixture, publishInTransaction, sqliteFixture, type Fixture } from '../support/databases.js';
+import { sleep, waitUntil } from '../support/random.js';
+
+describe.each(fixtures)('lifecycle on $name', ({ name, make }) => {
+  let fixture: Fixture;
+  beforeAll(async () => {
+    fixture = await make();
+  });
+  afterAll(() => fixture.close());
+
+  test('migrate() is idempotent and safe when several instances run it at once', async () => {
+    const relay = functionRelay(async () => undefined);
+    const instances = Array.from({ length: 4 }, () => new Outboxer({ database: fixture.database, outboxes: { a: { relay, table: 'migrate_race' } }, testing: 'manual' }));
+    await Promise.all(instances.map((o) => o.migrate()));
+    await instances[0]!.migrate();
+    expect(await instances[0]!.counts('a')).toEqual({ pending: 0, delivered: 0, dead: 0 });
+  });
+
+  test('stop() finishes the batch in flight and acknowledges it: nothing half-acknowledged', async () => {
+    const delivered: number[] = [];
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let entered = false;
+    const relay = functionRelay(async (m: Envelope) => {
+      entered = true;
+      await gate;
+      delivered.push(m.id);
+    });
+    const outboxer = new Outboxer({ database: fixture.database, outboxes: { a: { relay, table: 'graceful', pollInterval: 10 } } });
+    await outboxer.migrate();
+    const ids = await publishInTransaction(fixture, outboxer, Array.from({ length: 5 }, (_, i) => ({ outbox: 'a', payload: i, groupKey: 'g' })));
+    await outboxer.start();
+    await waitUntil(() => entered, 10_000, 'the batch to start');
+    const stopping = outboxer.stop();
+    await sleep(50);
+    release();
+    await stopping;
+    expect(delivered).toEqual(ids);
+    expect(await outboxer.counts('a')).toEqual({ pending: 0, delivered: 0, dead: 0 });
+  });
+
+  test('past shutdownTimeout a stuck batch is abandoned unacknowledged, and stop() returns', async () => {
+    let entered = false;
+    const relay = functionRelay(async (_m, context) => {
+      entered = true;
+      await new Promise((resolve) => context.signal.addEventListener('abort', resolve));
+    });
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: { a: { relay, table: 'stuck', pollInterval: 10 } },
+      shutdownTimeout: 100,
+    });
+    await outboxer.migrate();
+    await publishInTransaction(fixture, outboxer, [{ outbox: 'a', payload: 1, groupKey: 'g' }]);
+    await outboxer.start();
+    await waitUntil(() => entered, 10_000, 'the batch to start');
+    const started = Date.now();
+    await outboxer.stop();
+    expect(Date.now() - started).toBeLessThan(2000);
+    const [message] = await outboxer.listPending('a');
+    expect(message).toMatchObject({ attempts: 0 });
+  });
+
+  test('a publish-only instance needs no relay, starts nothing, and still has the whole admin API', async () => {
+    const publisher = new Outboxer({ database: fixture.database, outboxes: { a: { table: 'publish_only', maxAttempts: 1 } }, relay: false });
+    await publisher.migrate();
+    await publisher.start(); // no-op
+    const [id] = await publishInTransaction(fixture, publisher, [{ outbox: 'a', payload: { x: 1 }, groupKey: 'g' }]);
+    expect(await publisher.counts('a')).toEqual({ pending: 1, delivered: 0, dead: 0 });
+    expect((await publisher.listPending('a')).map((m) => m.id)).toEqual([id]);
+    expect(await publisher.listDead('a')).toEqual([]);
+    expect(await publisher.retryDead('a')).toBe(0);
+    expect(await publisher.discard('a', [id!])).toBe(1);
+    await publisher.stop();
+  });
+
+  test('manual testing mode: drain() delivers through the real relay, retries without waiting, and reports', async () => {
+    let failures = 0;
+    const relay = functionRelay(async (m: Envelope) => {
+      if (m.payload === 'flaky' && failures < 2) {
+        failures += 1;
+        throw new Error('flaky');
+      }
+    });
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: { a: { relay, table: 'manual', backoff: { min: 60_000, max: 60_000 } } },
+      testing: 'manual',
+    });
+    await outboxer.migrate();
+    await outboxer.start(); // no workers in manual mode
+    const ids = await publishInTransaction(fixture, outboxer, [
+      { outbox: 'a', payload: 'flaky', groupKey: 'g' },
+      { outbox: 'a', payload: 'fine', groupKey: 'g' },
+    ]);
+    const started = Date.now();
+    const result = await outboxer.drain();
+    expect(Date.now() - started).toBeLessThan(5000); // did not wait 2 × 60 s of backoff
+    expect(result.delivered.map((m) => m.id)).toEqual(ids);
+    expect(result.retried.map((r) => r.error)).toEqual(['Error: flaky', 'Error: flaky']);
+    expect(result.pending).toBe(0);
+    await outboxer.close();
+  });
+
+  test('drain() gives up on a message that never succeeds after maxRounds and reports it pending', async () => {
+    const relay = functionRelay(async () => {
+      throw new Error('never');
+    });
+    const outboxer = new Outboxer({ database: fixture.database, outboxes: { a: { relay, table: 'poison' } }, testing: 'manual' });
+    await outboxer.migrate();
+    await publishInTransaction(fixture, outboxer, [{ outbox: 'a', payload: 1, groupKey: 'g' }]);
+    const result = await outboxer.drain('a', { maxRounds: 3 });
+    expect(result).toMatchObject({ pending: 1, rounds: 3 });
+    expect(result.retried).toHaveLength(3);
+    await outboxer.close();
+  });
+
+  test('typed messages: defineMessage carries outbox, type and group key', async () => {
+    const seen: Envelope[] = [];
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: { orders: { relay: functionRelay(async (m) => void seen.push(m)), table: 'typed' } },
+      testing: 'manual',
+    });
+    await outboxer.migrate();
+    const OrderPaid = defineMessage<{ orderId: number; amount: number }>({
+      outbox: 'orders',
+      type: 'OrderPaid',
+      groupKey: (order) => `order:${order.orderId}`,
+      headers: (order) => ({ 'x-amount': String(order.amount) }),
+    });
+    const AuditNote = defineMessage<{ note: string }>({ outbox: 'orders', type: 'AuditNote' });
+    // @ts-expect-error the payload is type-checked
+    expect(() => OrderPaid({ orderId: 'x' })).not.toThrow();
+    await publishInTransaction(fixture, outboxer, [OrderPaid({ orderId: 42, amount: 10 }), AuditNote({ note: 'hi' })]);
+    await outboxer.drain();
+    expect(seen.map((m) => [m.type, m.groupKey, m.headers])).toEqual([
+      ['OrderPaid', 'order:42', { 'x-amount': '10' }],
+      ['AuditNote', null, {}],
+    ]);
+    await outboxer.close();
+  });
+
+  test('telemetry: publish, batch start/stop, retry, dead and prune events on diagnostics_channel', async () => {
+    const events: Array<[string, Record<string, unknown>]> = [];
+    const names = ['publish', 'batch:start', 'batch:stop', 'message:retry', 'message:dead', 'prune'];
+    const listeners = names.map((n) => {
+      const listener = (message: unknown) => events.push([n, message as Record<string, unknown>]);
+      diagnostics.subscribe(`outboxer:${n}`, listener);
+      return () => diagnostics.unsubscribe(`outboxer:${n}`, listener);
+    });
+    try {
+      const relay = functionRelay(async (m: Envelope) => {
+        if (m.payload === 'bad') throw new Error('bad');
+      });
+      const outboxer = new Outboxer({
+        database: fixture.database,
+        outboxes: { t: { relay, table: `telemetry_${name}`, maxAttempts: 2, retention: { keep: 0 } } },
+        testing: 'manual',
+        name: 'telemetry',
+      });
+      await outboxer.migrate();
+      await publishInTransaction(fixture, outboxer, [
+        { outbox: 't', payload: 'good', groupKey: 'a' },
+        { outbox: 't', payload: 'bad', groupKey: 'b' },
+      ]);
+      await outboxer.drain();
+      await sleep(5);
+      await outboxer.prune('t');
+      await outboxer.close();
+      const kinds = events.map(([n]) => n);
+      expect(kinds).toEqual(['publish', 'batch:start', 'batch:stop', 'message:retry', 'batch:start', 'batch:stop', 'message:dead', 'prune']);
+      expect(events[0]![1]).toMatchObject({ instance: 'telemetry', outboxes: ['t'], count: 2 });
+      expect(events[2]![1]).toMatchObject({ outbox: 't', partition: 0, size: 2, delivered: 1, failed: 1, aborted: false });
+      expect(typeof events[2]![1].duration).toBe('number');
+      expect(events[3]![1]).toMatchObject({ outbox: 't', groupKey: 'b', attempts: 1, error: 'Error: bad' });
+      expect(events[6]![1]).toMatchObject({ outbox: 't', groupKey: 'b', attempts: 2 });
+      expect(events[7]![1]).toMatchObject({ outbox: 't', pruned: 1 });
+    } finally {
+      for (const unsubscribe of listeners) unsubscribe();
+    }
+  });
+});
+
+test('better-sqlite3: publish returns the id synchronously inside db.transaction()', async () => {
+  const fixture = sqliteFixture();
+  try {
+    const outboxer = new Outboxer({ database: fixture.database as never, outboxes: { a: { relay: functionRelay(async () => undefined) } }, testing: 'manual' });
+    await outboxer.migrate();
+    const id = fixture.db.transaction(() => outboxer.publish(fixture.db as never, 'a', { x: 1 }))();
+    expect(typeof id).toBe('number');
+    const ids = fixture.db.transaction(() => outboxer.publishMany(fixture.db as never, [{ outbox: 'a', payload: 1 }, { outbox: 'a', payload: 2 }]))();
+    expect(ids).toEqual([(id as number) + 1, (id as number) + 2]);
+  } finally {
+    await fixture.close();
+  }
+});
+
+test('the publish return type follows the adapter: a value on better-sqlite3, a promise on pg', async () => {
+  const sqlite = sqliteFixture();
+  const pg = await postgresFixture(1);
+  const { betterSqlite3 } = await import('outboxer/better-sqlite3');
+  const { nodePostgres } = await import('outboxer/pg');
+  const relay = functionRelay(async () => undefined);
+  const sync = new Outboxer({ database: betterSqlite3(sqlite.db), outboxes: { a: { relay } }, testing: 'manual' });
+  const async = new Outboxer({ database: nodePostgres(pg.pool), outboxes: { a: { relay } }, testing: 'manual' });
+  expectTypeOf(sync.publish).returns.toEqualTypeOf<number>();
+  expectTypeOf(async.publish).returns.toEqualTypeOf<Promise<number>>();
+  // @ts-expect-error a pool is not a transaction
+  void (() => async.publish(pg.pool, 'a', {}));
+  await sqlite.close();
+  await pg.close();
+});
+
+test('publishMany writes many messages in one statement (Postgres)', async () => {
+  const fixture = await postgresFixture();
+  try {
+    const outboxer = new Outboxer({ database: fixture.database, outboxes: { a: { relay: functionRelay(async () => undefined) } }, testing: 'manual' });
+    await outboxer.migrate();
+    const statements: string[] = [];
+    await fixture.transaction(async (client) => {
+      // The transaction client, seen through a wrapper that records every statement sent.
+      const tx = {
+        query: (text: string, values: unknown[]) => {
+          statements.push(text);
+          return client.query(text, values);
+        },
+        getTransactionStatus: () => client.getTransactionStatus(),
+      };
+      const ids = await outboxer.publishMany(tx as never, Array.from({ length: 500 }, (_, i) => ({ outbox: 'a', payload: i, groupKey: `g${i % 7}` })));
+      expect(ids).toHaveLength(500);
+      expect([...ids].sort((a, b) => a - b)).toEqual(ids);
+    });
+    expect(statements).toHaveLength(1);
+    const pending = await outboxer.listPending('a', { limit: 500 });
+    expect(pending.map((m) => m.payload)).toEqual(Array.from({ length: 500 }, (_, i) => i));
+  } finally {
+    await fixture.close();
+  }
+});
