@@ -5,7 +5,13 @@
 export { Outboxer, type OutboxerOptions, type Counts, type PublishInput } from './core/outboxer.js';
 export type { OutboxOptions, Ordering, Retention, ResolvedOutbox } from './core/options.js';
 export type { PublishOptions } from './core/encoding.js';
-export { defineMessage, isMessage, type Message, type MessageDefinition, type MessageFactory } from './core/message.js';
+export {
+  defineMessage,
+  isMessage,
+  type Message,
+  type MessageDefinition,
+  type MessageFactory,
+} from './core/message.js';
 export {
   functionRelay,
   batchRelay,

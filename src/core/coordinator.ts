@@ -56,10 +56,14 @@ export class OutboxCoordinator {
     for (const [partition, worker] of this.workers) {
       if (worker.lost) this.workers.delete(partition);
     }
-    const results = await adapter.executeAtomically(adapter.dialect.heartbeat(outbox.table, outbox.name, this.nodeId, leaseTimeout));
+    const results = await adapter.executeAtomically(
+      adapter.dialect.heartbeat(outbox.table, outbox.name, this.nodeId, leaseTimeout),
+    );
     const row = results[results.length - 1]![0]!;
     const liveNodes = Math.max(1, Number(row.live_nodes));
-    const leased = new Set((JSON.parse(String(row.leases)) as Array<{ partition: number }>).map((l) => Number(l.partition)));
+    const leased = new Set(
+      (JSON.parse(String(row.leases)) as Array<{ partition: number }>).map((l) => Number(l.partition)),
+    );
     const target = Math.ceil(outbox.partitions / liveNodes);
 
     if (this.workers.size > target) await this.releaseExtra(this.workers.size - target);
@@ -81,13 +85,28 @@ export class OutboxCoordinator {
   private async acquire(partition: number): Promise<void> {
     const { adapter, outbox, leaseTimeout } = this.deps;
     const rows = await adapter.execute(
-      adapter.dialect.acquireLease(outbox.table, { outbox: outbox.name, partition, owner: this.nodeId, ttl: leaseTimeout }),
+      adapter.dialect.acquireLease(outbox.table, {
+        outbox: outbox.name,
+        partition,
+        owner: this.nodeId,
+        ttl: leaseTimeout,
+      }),
     );
     if (rows.length === 0 || this.stopped) return;
-    const lease: LeaseToken = { outbox: outbox.name, partition, owner: this.nodeId, epoch: Number(rows[0]!.epoch) };
+    const lease: LeaseToken = {
+      outbox: outbox.name,
+      partition,
+      owner: this.nodeId,
+      epoch: Number(rows[0]!.epoch),
+    };
     const worker = new PartitionWorker(this.deps, lease);
     this.workers.set(partition, worker);
-    emit(channels.leaseAcquired, () => ({ instance: this.deps.instance, outbox: outbox.name, partition, epoch: lease.epoch }));
+    emit(channels.leaseAcquired, () => ({
+      instance: this.deps.instance,
+      outbox: outbox.name,
+      partition,
+      epoch: lease.epoch,
+    }));
     worker.start();
   }
 
@@ -102,7 +121,12 @@ export class OutboxCoordinator {
     if (worker.lost) return;
     const { adapter, outbox } = this.deps;
     await adapter.execute(adapter.dialect.releaseLease(outbox.table, worker.lease));
-    emit(channels.leaseReleased, () => ({ instance: this.deps.instance, outbox: outbox.name, partition: worker.partition, epoch: worker.lease.epoch }));
+    emit(channels.leaseReleased, () => ({
+      instance: this.deps.instance,
+      outbox: outbox.name,
+      partition: worker.partition,
+      epoch: worker.lease.epoch,
+    }));
   }
 
   private pruneWhenDue(): void {
@@ -111,7 +135,10 @@ export class OutboxCoordinator {
     this.lastPrune = Date.now();
     this.pruning = this.prune()
       .catch((error: unknown) => {
-        this.deps.logger.error('outboxer: prune failed', { outbox: this.deps.outbox.name, error: describeError(error, 500) });
+        this.deps.logger.error('outboxer: prune failed', {
+          outbox: this.deps.outbox.name,
+          error: describeError(error, 500),
+        });
       })
       .finally(() => {
         this.pruning = undefined;
@@ -142,7 +169,10 @@ export class OutboxCoordinator {
       await adapter.execute(adapter.dialect.removeNode(outbox.table, outbox.name, this.nodeId));
     } catch (error) {
       // The leases expire on their own; another node takes over after leaseTimeout.
-      this.deps.logger.warn('outboxer: could not hand back leases at stop', { outbox: outbox.name, error: describeError(error, 500) });
+      this.deps.logger.warn('outboxer: could not hand back leases at stop', {
+        outbox: outbox.name,
+        error: describeError(error, 500),
+      });
     }
     this.workers.clear();
   }

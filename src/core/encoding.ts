@@ -53,7 +53,10 @@ function invalid(outbox: string, message: string): OutboxerError {
 
 function checkText(outbox: string, what: string, value: string, capabilities: DialectCapabilities): void {
   if (!value.isWellFormed()) {
-    throw invalid(outbox, `${what} contains an unpaired UTF-16 surrogate, which cannot be stored as UTF-8 text.`);
+    throw invalid(
+      outbox,
+      `${what} contains an unpaired UTF-16 surrogate, which cannot be stored as UTF-8 text.`,
+    );
   }
   if (capabilities.rejectsNulCharacters && value.includes('\0')) {
     throw invalid(outbox, `${what} contains a NUL character (U+0000), which Postgres cannot store in text.`);
@@ -65,10 +68,14 @@ function checkGroupKey(outbox: string, key: unknown, capabilities: DialectCapabi
   if (typeof key !== 'string') {
     throw invalid(outbox, `groupKey must be a string, null or undefined; got ${typeof key}.`);
   }
-  if (key.length === 0) throw invalid(outbox, 'groupKey must not be empty; use null for an unordered message.');
+  if (key.length === 0)
+    throw invalid(outbox, 'groupKey must not be empty; use null for an unordered message.');
   checkText(outbox, 'groupKey', key, capabilities);
   if (Buffer.byteLength(key, 'utf8') > MAX_GROUP_KEY_BYTES) {
-    throw invalid(outbox, `groupKey is longer than ${MAX_GROUP_KEY_BYTES} bytes; use a shorter key or a hash of it.`);
+    throw invalid(
+      outbox,
+      `groupKey is longer than ${MAX_GROUP_KEY_BYTES} bytes; use a shorter key or a hash of it.`,
+    );
   }
   return key;
 }
@@ -110,7 +117,8 @@ function encodeHeaders(outbox: string, headers: unknown, capabilities: DialectCa
   const entries = Object.entries(headers);
   if (entries.length === 0) return null;
   for (const [key, value] of entries) {
-    if (typeof value !== 'string') throw invalid(outbox, `header "${key}" must be a string; got ${typeof value}.`);
+    if (typeof value !== 'string')
+      throw invalid(outbox, `header "${key}" must be a string; got ${typeof value}.`);
     checkText(outbox, `header name "${key}"`, key, capabilities);
     checkText(outbox, `header "${key}"`, value, capabilities);
   }

@@ -1,5 +1,12 @@
 import { expect, test } from 'vitest';
-import { DeliveryError, OutboxerError, PermanentError, describeError, isOutboxerError, redactCredentials } from './errors.js';
+import {
+  DeliveryError,
+  OutboxerError,
+  PermanentError,
+  describeError,
+  isOutboxerError,
+  redactCredentials,
+} from './errors.js';
 
 test('errors carry a stable code, a cause and a retryable flag, and are recognised across copies', () => {
   const cause = new Error('low level');
@@ -12,8 +19,16 @@ test('errors carry a stable code, a cause and a retryable flag, and are recognis
   const foreign = Object.assign(new Error('x'), { [Symbol.for('outboxer.error')]: true });
   expect(isOutboxerError(foreign)).toBe(true);
   expect(isOutboxerError(new Error('x'))).toBe(false);
-  expect(new PermanentError('bad body')).toMatchObject({ permanent: true, retryable: false, code: 'DELIVERY_FAILED' });
-  expect(new DeliveryError('busy', { retryAfter: 5000 })).toMatchObject({ permanent: false, retryable: true, retryAfter: 5000 });
+  expect(new PermanentError('bad body')).toMatchObject({
+    permanent: true,
+    retryable: false,
+    code: 'DELIVERY_FAILED',
+  });
+  expect(new DeliveryError('busy', { retryAfter: 5000 })).toMatchObject({
+    permanent: false,
+    retryable: true,
+    retryAfter: 5000,
+  });
 });
 
 test('describeError truncates, redacts credentials and removes NUL characters', () => {

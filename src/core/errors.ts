@@ -46,7 +46,9 @@ export class OutboxerError extends Error {
 
 /** True for any outboxer error, even one thrown by another copy of the package. */
 export function isOutboxerError(value: unknown): value is OutboxerError {
-  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[ERROR_BRAND] === true;
+  return (
+    typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[ERROR_BRAND] === true
+  );
 }
 
 export interface DeliveryErrorOptions {
@@ -105,7 +107,7 @@ export function describeError(error: unknown, maxLength: number): string {
     text = `${error.name}: ${error.message}`;
   } else {
     try {
-      text = typeof error === 'string' ? error : JSON.stringify(error) ?? String(error);
+      text = typeof error === 'string' ? error : (JSON.stringify(error) ?? String(error));
     } catch {
       text = String(error);
     }

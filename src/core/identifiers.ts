@@ -25,11 +25,19 @@ export function validateIdentifier(value: unknown, option: string, pattern: RegE
 // Shorter than an identifier: the companion tables and indexes append up to 15 characters.
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
 
-export function parseTableName(value: unknown, option: string, defaultSchema: string | undefined): QualifiedName {
-  if (typeof value !== 'string') return { schema: undefined, name: validateIdentifier(value, option, TABLE_NAME) };
+export function parseTableName(
+  value: unknown,
+  option: string,
+  defaultSchema: string | undefined,
+): QualifiedName {
+  if (typeof value !== 'string')
+    return { schema: undefined, name: validateIdentifier(value, option, TABLE_NAME) };
   const parts = value.split('.');
   if (parts.length === 2) {
-    return { schema: validateIdentifier(parts[0], option), name: validateIdentifier(parts[1], option, TABLE_NAME) };
+    return {
+      schema: validateIdentifier(parts[0], option),
+      name: validateIdentifier(parts[1], option, TABLE_NAME),
+    };
   }
   return { schema: defaultSchema, name: validateIdentifier(value, option, TABLE_NAME) };
 }

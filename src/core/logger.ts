@@ -8,4 +8,9 @@ export interface Logger {
 
 const ignore = (): void => {};
 
-export const silentLogger: Logger = Object.freeze({ debug: ignore, info: ignore, warn: ignore, error: ignore });
+export const silentLogger: Logger = Object.freeze({
+  debug: ignore,
+  info: ignore,
+  warn: ignore,
+  error: ignore,
+});

@@ -42,7 +42,9 @@ export interface MessageFactory<P, O extends string = string> {
  * });
  * await outboxer.publish(tx, OrderPaid({ orderId: 42 }));
  */
-export function defineMessage<P, O extends string = string>(definition: MessageDefinition<P, O>): MessageFactory<P, O> {
+export function defineMessage<P, O extends string = string>(
+  definition: MessageDefinition<P, O>,
+): MessageFactory<P, O> {
   const factory = (payload: P): Message<P, O> => ({
     [MESSAGE_BRAND]: true,
     outbox: definition.outbox,
@@ -55,5 +57,7 @@ export function defineMessage<P, O extends string = string>(definition: MessageD
 }
 
 export function isMessage(value: unknown): value is Message {
-  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[MESSAGE_BRAND] === true;
+  return (
+    typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[MESSAGE_BRAND] === true
+  );
 }

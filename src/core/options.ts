@@ -120,7 +120,13 @@ export function rejectUnknownKeys(path: string, value: object, known: readonly s
   }
 }
 
-export function integerOption(path: string, value: unknown, fallback: number, min: number, max: number): number {
+export function integerOption(
+  path: string,
+  value: unknown,
+  fallback: number,
+  min: number,
+  max: number,
+): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
     throw invalidOption(path, `an integer from ${min} to ${max}`, value);
@@ -161,10 +167,17 @@ export function resolveOutbox(
   const ordering = oneOf(`${path}.ordering`, raw.ordering, ['group', 'total', 'none'], 'group');
   const partitions = integerOption(`${path}.partitions`, raw.partitions, 1, 1, 1024);
   if (ordering === 'total' && partitions !== 1) {
-    throw invalidOption(`${path}.partitions`, "1 when ordering is 'total' (one worker keeps one order)", partitions);
+    throw invalidOption(
+      `${path}.partitions`,
+      "1 when ordering is 'total' (one worker keeps one order)",
+      partitions,
+    );
   }
   const relay = raw.relay as Relay | undefined;
-  if (relay !== undefined && (typeof relay !== 'object' || relay === null || typeof relay.deliver !== 'function')) {
+  if (
+    relay !== undefined &&
+    (typeof relay !== 'object' || relay === null || typeof relay.deliver !== 'function')
+  ) {
     throw invalidOption(`${path}.relay`, 'a relay (an object with a deliver(batch, context) method)', relay);
   }
   if (relay === undefined && instance.relay) {
@@ -226,8 +239,15 @@ export function resolveInstance(raw: Record<string, unknown>): InstanceSettings 
   validateIdentifier(name, 'name', /^[A-Za-z0-9_.-]{1,63}$/);
   const schema = raw.schema === undefined ? undefined : validateIdentifier(raw.schema, 'schema');
   const logger = raw.logger as Logger | undefined;
-  if (logger !== undefined && (typeof logger !== 'object' || logger === null || typeof logger.error !== 'function')) {
-    throw invalidOption('logger', 'an object with debug, info, warn and error methods (console works)', logger);
+  if (
+    logger !== undefined &&
+    (typeof logger !== 'object' || logger === null || typeof logger.error !== 'function')
+  ) {
+    throw invalidOption(
+      'logger',
+      'an object with debug, info, warn and error methods (console works)',
+      logger,
+    );
   }
   return Object.freeze({
     name: name as string,

@@ -54,7 +54,15 @@ export interface Counts {
 type Published<Sync extends boolean> = MaybePromise<number, Sync>;
 
 /** One message for {@link Outboxer.publishMany}: a typed message, or an outbox name and payload. */
-export type PublishInput = Message | { outbox: string; payload: unknown; groupKey?: string | null; headers?: Record<string, string>; type?: string | null };
+export type PublishInput =
+  | Message
+  | {
+      outbox: string;
+      payload: unknown;
+      groupKey?: string | null;
+      headers?: Record<string, string>;
+      type?: string | null;
+    };
 
 const NOTIFY_CHANNEL = 'outboxer';
 
@@ -84,11 +92,21 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   private relaysStarted: Promise<void> | undefined;
 
   constructor(options: OutboxerOptions<Tx, Sync>) {
-    if (typeof options !== 'object' || options === null) throw invalidOption('', 'an options object', options);
+    if (typeof options !== 'object' || options === null)
+      throw invalidOption('', 'an options object', options);
     rejectUnknownKeys('', options, INSTANCE_KEYS);
     const database = options.database as unknown;
-    if (typeof database !== 'object' || database === null || !('dialect' in database) || !('executeInTransaction' in database)) {
-      throw invalidOption('database', 'a database adapter such as nodePostgres(pool) from "outboxer/pg" or betterSqlite3(db) from "outboxer/better-sqlite3"', database);
+    if (
+      typeof database !== 'object' ||
+      database === null ||
+      !('dialect' in database) ||
+      !('executeInTransaction' in database)
+    ) {
+      throw invalidOption(
+        'database',
+        'a database adapter such as nodePostgres(pool) from "outboxer/pg" or betterSqlite3(db) from "outboxer/better-sqlite3"',
+        database,
+      );
     }
     this.settings = resolveInstance(options as unknown as Record<string, unknown>);
     this.adapter = options.database;
@@ -107,7 +125,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       const outbox = resolveOutbox(name, options, { relay: relays, schema: this.settings.schema });
       const { capabilities } = this.adapter.dialect;
       if (outbox.notify && !capabilities.notifications) {
-        throw invalidOption(`outboxes.${name}.notify`, `false on ${this.adapter.dialect.name} (it has no notifications)`, outbox.notify);
+        throw invalidOption(
+          `outboxes.${name}.notify`,
+          `false on ${this.adapter.dialect.name} (it has no notifications)`,
+          outbox.notify,
+        );
       }
       resolved.set(name, outbox);
     }
@@ -133,7 +155,12 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
    */
   publish(tx: Tx, message: Message): Published<Sync>;
   publish(tx: Tx, outbox: string, payload: unknown, options?: PublishOptions): Published<Sync>;
-  publish(tx: Tx, target: string | Message, payload?: unknown, options: PublishOptions = {}): Published<Sync> {
+  publish(
+    tx: Tx,
+    target: string | Message,
+    payload?: unknown,
+    options: PublishOptions = {},
+  ): Published<Sync> {
     const input: PublishInput = isMessage(target) ? target : { outbox: target, payload, ...options };
     return this.mapResult(this.insert(tx, [input]), (ids) => ids[0]!);
   }
@@ -145,7 +172,8 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       if (this.adapter.sync) throw error;
       return Promise.reject(error) as MaybePromise<number[], Sync>;
     }
-    if (messages.length === 0) return (this.adapter.sync ? [] : Promise.resolve([])) as unknown as MaybePromise<number[], Sync>;
+    if (messages.length === 0)
+      return (this.adapter.sync ? [] : Promise.resolve([])) as unknown as MaybePromise<number[], Sync>;
     return this.insert(tx, messages);
   }
 
@@ -163,8 +191,16 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     const groups = this.encodeByTable(inputs);
     const { dialect } = this.adapter;
     const run = (group: EncodedGroup): MaybePromise<Row[], Sync> => {
-      const notify = group.notify ? { channel: NOTIFY_CHANNEL, payloads: [...group.partitions].map((p) => `${this.settings.name}:${p}`) } : undefined;
-      return this.adapter.executeInTransaction(tx, dialect.insert(group.table, group.rows, { serialize: group.serialize, notify }));
+      const notify = group.notify
+        ? {
+            channel: NOTIFY_CHANNEL,
+            payloads: [...group.partitions].map((p) => `${this.settings.name}:${p}`),
+          }
+        : undefined;
+      return this.adapter.executeInTransaction(
+        tx,
+        dialect.insert(group.table, group.rows, { serialize: group.serialize, notify }),
+      );
     };
     const finish = (results: Row[][]): number[] => {
       const ids = new Array<number>(inputs.length);
@@ -172,7 +208,12 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
         const sorted = results[g]!.map((row) => Number(row.id)).sort((a, b) => a - b);
         group.positions.forEach((position, i) => (ids[position] = sorted[i]!));
       });
-      emit(channels.publish, () => ({ instance: this.settings.name, outboxes: [...new Set(inputs.map((i) => i.outbox))], count: inputs.length, ids }));
+      emit(channels.publish, () => ({
+        instance: this.settings.name,
+        outboxes: [...new Set(inputs.map((i) => i.outbox))],
+        count: inputs.length,
+        ids,
+      }));
       return ids;
     };
     if (this.adapter.sync) return finish(groups.map((g) => run(g) as Row[])) as MaybePromise<number[], Sync>;
@@ -186,12 +227,29 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   private encodeByTable(inputs: readonly PublishInput[]): EncodedGroup[] {
     const groups: EncodedGroup[] = [];
     inputs.forEach((input, position) => {
-      if (typeof input !== 'object' || input === null) throw invalidOption('messages', 'messages made by defineMessage or { outbox, payload } objects', input);
+      if (typeof input !== 'object' || input === null)
+        throw invalidOption(
+          'messages',
+          'messages made by defineMessage or { outbox, payload } objects',
+          input,
+        );
       const outbox = this.outbox(input.outbox);
-      const row = encodeMessage(outbox, input.payload, { groupKey: input.groupKey, headers: input.headers ?? undefined, type: input.type }, this.adapter.dialect.capabilities);
+      const row = encodeMessage(
+        outbox,
+        input.payload,
+        { groupKey: input.groupKey, headers: input.headers ?? undefined, type: input.type },
+        this.adapter.dialect.capabilities,
+      );
       let group = groups.find((g) => sameTable(g.table, outbox.table));
       if (group === undefined) {
-        group = { table: outbox.table, rows: [], positions: [], partitions: new Set(), serialize: false, notify: false };
+        group = {
+          table: outbox.table,
+          rows: [],
+          positions: [],
+          partitions: new Set(),
+          serialize: false,
+          notify: false,
+        };
         groups.push(group);
       }
       group.rows.push(row);
@@ -220,7 +278,10 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     for (const outbox of this.outboxes.values()) {
       if (!tables.some((t) => sameTable(t, outbox.table))) tables.push(outbox.table);
     }
-    const statements = [...dialect.migrationLock(), ...tables.flatMap((t) => dialect.schema(t)).map((text) => ({ text, values: [] }))];
+    const statements = [
+      ...dialect.migrationLock(),
+      ...tables.flatMap((t) => dialect.schema(t)).map((text) => ({ text, values: [] })),
+    ];
     await this.adapter.executeAtomically(statements);
   }
 
@@ -230,13 +291,16 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
    */
   async start(): Promise<void> {
     if (!this.settings.relay || this.settings.testing === 'manual') return;
-    if (this.state !== 'idle') throw new OutboxerError('INVALID_STATE', `start() called while outboxer is ${this.state}.`);
+    if (this.state !== 'idle')
+      throw new OutboxerError('INVALID_STATE', `start() called while outboxer is ${this.state}.`);
     this.state = 'starting';
     try {
       await this.startRelays();
       await this.listenForNotifications();
       for (const outbox of this.outboxes.values()) {
-        const coordinator = new OutboxCoordinator(this.workerDeps(outbox), this.nodeId, () => this.pruneAll(outbox));
+        const coordinator = new OutboxCoordinator(this.workerDeps(outbox), this.nodeId, () =>
+          this.pruneAll(outbox),
+        );
         this.coordinators.set(outbox.name, coordinator);
         await coordinator.start();
       }
@@ -282,9 +346,12 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       onStatus: (connected, error) => {
         if (connected) {
           // Wake everyone: notifications sent while we were away are lost.
-          for (const coordinator of this.coordinators.values()) for (const worker of coordinator.workers.values()) worker.wake();
+          for (const coordinator of this.coordinators.values())
+            for (const worker of coordinator.workers.values()) worker.wake();
         } else {
-          this.logger.warn('outboxer: notification listener disconnected; polling until it is back', { error: String(error) });
+          this.logger.warn('outboxer: notification listener disconnected; polling until it is back', {
+            error: String(error),
+          });
         }
       },
     });
@@ -319,7 +386,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   async counts(outbox: string): Promise<Counts> {
     const o = this.outbox(outbox);
     const [row] = await this.adapter.execute(this.adapter.dialect.counts(o.table, o.name));
-    return { pending: Number(row?.pending ?? 0), delivered: Number(row?.delivered ?? 0), dead: Number(row?.dead ?? 0) };
+    return {
+      pending: Number(row?.pending ?? 0),
+      delivered: Number(row?.delivered ?? 0),
+      dead: Number(row?.dead ?? 0),
+    };
   }
 
   /** Messages waiting for delivery (ready, retrying or held), oldest first. */
@@ -375,12 +446,19 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     const started = performance.now();
     let total = 0;
     for (;;) {
-      const results = await this.adapter.executeAtomically(this.adapter.dialect.prune(outbox.table, outbox.name, outbox.retention.keep, batch));
+      const results = await this.adapter.executeAtomically(
+        this.adapter.dialect.prune(outbox.table, outbox.name, outbox.retention.keep, batch),
+      );
       const pruned = Number(results[results.length - 1]![0]?.pruned ?? 0);
       total += pruned;
       if (pruned < batch) break;
     }
-    emit(channels.prune, () => ({ instance: this.settings.name, outbox: outbox.name, pruned: total, duration: performance.now() - started }));
+    emit(channels.prune, () => ({
+      instance: this.settings.name,
+      outbox: outbox.name,
+      pruned: total,
+      duration: performance.now() - started,
+    }));
     return total;
   }
 
@@ -390,12 +468,16 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
    */
   async drain(outbox?: string, options: DrainOptions = {}): Promise<DrainResult> {
     if (this.settings.testing !== 'manual') {
-      throw new OutboxerError('INVALID_STATE', 'drain() is for manual testing mode: create the instance with testing: "manual".');
+      throw new OutboxerError(
+        'INVALID_STATE',
+        'drain() is for manual testing mode: create the instance with testing: "manual".',
+      );
     }
     await this.startRelays();
     const targets = outbox === undefined ? [...this.outboxes.values()] : [this.outbox(outbox)];
     const results: DrainResult[] = [];
-    for (const target of targets) results.push(await drainOutbox(this.workerDeps(target), this.nodeId, options));
+    for (const target of targets)
+      results.push(await drainOutbox(this.workerDeps(target), this.nodeId, options));
     return mergeDrainResults(results);
   }
 

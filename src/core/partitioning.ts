@@ -17,7 +17,11 @@ export function hashGroupKey(key: string): number {
  * The partition of a message. Ordered messages go to the partition of their group key; unordered
  * ones (no key, or `ordering: 'none'`) are spread at random, since nothing ties them together.
  */
-export function choosePartition(orderingKey: string | null, partitions: number, random: () => number = Math.random): number {
+export function choosePartition(
+  orderingKey: string | null,
+  partitions: number,
+  random: () => number = Math.random,
+): number {
   if (partitions === 1) return 0;
   if (orderingKey === null) return Math.floor(random() * partitions);
   return hashGroupKey(orderingKey) % partitions;

@@ -131,7 +131,10 @@ export function functionRelay(
  * batchRelay(async (batch) => { const results = await api.sendMany(batch); return results.map((r) => r.ok ? { ok: true } : { ok: false, error: r.error }) })
  */
 export function batchRelay(
-  deliver: (batch: readonly Envelope[], context: DeliveryContext) => Promise<readonly DeliveryOutcome[] | void>,
+  deliver: (
+    batch: readonly Envelope[],
+    context: DeliveryContext,
+  ) => Promise<readonly DeliveryOutcome[] | void>,
   options: { name?: string } = {},
 ): Relay {
   return { name: options.name ?? 'batch', deliver };

@@ -7,13 +7,29 @@ import { normalizeOutcomes, planSettlement } from './settlement.js';
 
 const relay = functionRelay(async () => undefined);
 const outbox = (options: Record<string, unknown> = {}) =>
-  resolveOutbox('orders', { relay, backoff: { min: 100, max: 1000 }, ...options }, { relay: true, schema: undefined });
+  resolveOutbox(
+    'orders',
+    { relay, backoff: { min: 100, max: 1000 }, ...options },
+    { relay: true, schema: undefined },
+  );
 
 let nextId = 1;
 function message(groupKey: string | null, extra: Partial<PolledEnvelope> = {}): PolledEnvelope {
   return {
-    id: nextId++, outbox: 'orders', type: null, groupKey, partition: 0, payload: {}, headers: {}, attempts: 0,
-    lastError: null, nextAttemptAt: null, insertedAt: new Date(), status: 0, blocked: false, ...extra,
+    id: nextId++,
+    outbox: 'orders',
+    type: null,
+    groupKey,
+    partition: 0,
+    payload: {},
+    headers: {},
+    attempts: 0,
+    lastError: null,
+    nextAttemptAt: null,
+    insertedAt: new Date(),
+    status: 0,
+    blocked: false,
+    ...extra,
   };
 }
 const ok = { ok: true } as const;
@@ -49,18 +65,33 @@ describe('planSettlement', () => {
   });
 
   test('a delivered retrying head unblocks its group; a first-attempt success does not need to', () => {
-    const plan = planSettlement([message('a', { status: 1, attempts: 1 }), message('b')], [ok, ok], outbox(), 1000);
+    const plan = planSettlement(
+      [message('a', { status: 1, attempts: 1 }), message('b')],
+      [ok, ok],
+      outbox(),
+      1000,
+    );
     expect(plan.unblockedGroups).toEqual(['a']);
   });
 
   test('a permanent error is dead at once with finite maxAttempts, retried at max backoff in strict mode', () => {
     const permanent = new PermanentError('rejected');
-    expect(planSettlement([message('a')], [fail(permanent)], outbox({ maxAttempts: 10 }), 1000).failed[0]).toMatchObject({ dead: true });
-    expect(planSettlement([message('a')], [fail(permanent)], outbox(), 1000).failed[0]).toMatchObject({ dead: false, delay: 1000 });
+    expect(
+      planSettlement([message('a')], [fail(permanent)], outbox({ maxAttempts: 10 }), 1000).failed[0],
+    ).toMatchObject({ dead: true });
+    expect(planSettlement([message('a')], [fail(permanent)], outbox(), 1000).failed[0]).toMatchObject({
+      dead: false,
+      delay: 1000,
+    });
   });
 
   test('retryAfter from the destination overrides backoff', () => {
-    const plan = planSettlement([message('a')], [fail(new DeliveryError('slow down', { retryAfter: 7000 }))], outbox(), 1000);
+    const plan = planSettlement(
+      [message('a')],
+      [fail(new DeliveryError('slow down', { retryAfter: 7000 }))],
+      outbox(),
+      1000,
+    );
     expect(plan.failed[0]!.delay).toBe(7000);
   });
 

@@ -56,7 +56,8 @@ export function planSettlement(
     }
     if (outcome.ok) {
       settlement.delivered.push(envelope);
-      if (groupMode && envelope.groupKey !== null && envelope.status === Status.retry) unblocked.add(envelope.groupKey);
+      if (groupMode && envelope.groupKey !== null && envelope.status === Status.retry)
+        unblocked.add(envelope.groupKey);
       return;
     }
     if (outcome.error === SKIPPED) {
@@ -70,7 +71,9 @@ export function planSettlement(
     const permanent = isPermanent(outcome.error);
     const strict = outbox.maxAttempts === Infinity;
     const dead = failures >= outbox.maxAttempts || (permanent && !strict);
-    const delay = retryAfterOf(outcome.error) ?? (permanent ? outbox.backoff.max : backoffDelay(failures, outbox.backoff, random));
+    const delay =
+      retryAfterOf(outcome.error) ??
+      (permanent ? outbox.backoff.max : backoffDelay(failures, outbox.backoff, random));
     settlement.failed.push({
       id: envelope.id,
       error: describeError(outcome.error, maxErrorLength),
@@ -90,6 +93,7 @@ function isPermanent(error: unknown): boolean {
 }
 
 function retryAfterOf(error: unknown): number | undefined {
-  const value = typeof error === 'object' && error !== null ? (error as { retryAfter?: unknown }).retryAfter : undefined;
+  const value =
+    typeof error === 'object' && error !== null ? (error as { retryAfter?: unknown }).retryAfter : undefined;
   return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.round(value) : undefined;
 }

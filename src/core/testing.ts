@@ -28,26 +28,47 @@ export interface DrainResult {
  * Delivers an outbox's partitions one after another through the real relay, treating every
  * retry as due (no waiting for backoff), until nothing is pending or `maxRounds` is reached.
  */
-export async function drainOutbox(deps: WorkerDeps, owner: string, options: DrainOptions): Promise<DrainResult> {
+export async function drainOutbox(
+  deps: WorkerDeps,
+  owner: string,
+  options: DrainOptions,
+): Promise<DrainResult> {
   const maxRounds = options.maxRounds ?? 50;
   const result: DrainResult = { delivered: [], retried: [], dead: [], pending: 0, rounds: 0 };
   const { adapter, outbox } = deps;
   for (let partition = 0; partition < outbox.partitions; partition += 1) {
-    const acquired = await adapter.execute(adapter.dialect.acquireLease(outbox.table, { outbox: outbox.name, partition, owner, ttl: deps.leaseTimeout }));
+    const acquired = await adapter.execute(
+      adapter.dialect.acquireLease(outbox.table, {
+        outbox: outbox.name,
+        partition,
+        owner,
+        ttl: deps.leaseTimeout,
+      }),
+    );
     if (acquired.length === 0) {
-      throw new OutboxerError('INVALID_STATE', `drain(): partition ${partition} of outbox "${outbox.name}" is held by a running relay.`);
+      throw new OutboxerError(
+        'INVALID_STATE',
+        `drain(): partition ${partition} of outbox "${outbox.name}" is held by a running relay.`,
+      );
     }
     const lease: LeaseToken = { outbox: outbox.name, partition, owner, epoch: Number(acquired[0]!.epoch) };
     const cursor = new PollCursor(Number.MAX_SAFE_INTEGER);
     const signal = new AbortController().signal;
     try {
       for (let round = 0; round < maxRounds; round += 1) {
-        const outcome = await runRound(deps, { lease, cursor, dueBefore: 'infinity', signal, leaseDeadline: Date.now() + deps.leaseTimeout });
+        const outcome = await runRound(deps, {
+          lease,
+          cursor,
+          dueBefore: 'infinity',
+          signal,
+          leaseDeadline: Date.now() + deps.leaseTimeout,
+        });
         result.rounds = Math.max(result.rounds, round + 1);
         const settlement = outcome.settlement;
         if (settlement !== undefined) {
           result.delivered.push(...settlement.delivered.map(strip));
-          for (const f of settlement.failed) (f.dead ? result.dead : result.retried).push({ envelope: strip(f.envelope), error: f.error });
+          for (const f of settlement.failed)
+            (f.dead ? result.dead : result.retried).push({ envelope: strip(f.envelope), error: f.error });
         }
         if (outcome.idle && !outcome.full) break;
       }

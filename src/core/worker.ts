@@ -73,7 +73,13 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   const { lease, cursor } = options;
   const limit = outbox.batchSize;
   const rows = await adapter.execute(
-    dialect.poll(outbox.table, { lease, ordering: outbox.ordering, limit, afterId: cursor.next(), dueBefore: options.dueBefore }),
+    dialect.poll(outbox.table, {
+      lease,
+      ordering: outbox.ordering,
+      limit,
+      afterId: cursor.next(),
+      dueBefore: options.dueBefore,
+    }),
   );
   const polled = rows.map((row) => dialect.toEnvelope(row, outbox.name));
   const ready = polled.filter((m) => m.status === 0);
@@ -84,10 +90,20 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   advanceCursor(cursor, polled, batch, full);
   if (blocked.length > 0) {
     const groups = [...new Set(blocked.map((m) => m.groupKey!))];
-    const held = await adapter.execute(dialect.hold(outbox.table, outbox.name, blocked.map((m) => m.id), groups));
+    const held = await adapter.execute(
+      dialect.hold(
+        outbox.table,
+        outbox.name,
+        blocked.map((m) => m.id),
+        groups,
+      ),
+    );
     // A row whose blocking head went away meanwhile stays ready: poll it again.
     const heldIds = new Set(held.map((row) => Number(row.id)));
-    rewindBefore(cursor, blocked.filter((m) => !heldIds.has(m.id)));
+    rewindBefore(
+      cursor,
+      blocked.filter((m) => !heldIds.has(m.id)),
+    );
   }
   if (batch.length === 0) return { idle: true, full, leaseLost: false, settlement: undefined };
   if (options.signal.aborted) return { idle: false, full, leaseLost: false, settlement: undefined };
@@ -100,7 +116,12 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   return { idle: false, full: full || settlement.delivered.length > 0, leaseLost, settlement };
 }
 
-function advanceCursor(cursor: PollCursor, polled: PolledEnvelope[], batch: PolledEnvelope[], full: boolean): void {
+function advanceCursor(
+  cursor: PollCursor,
+  polled: PolledEnvelope[],
+  batch: PolledEnvelope[],
+  full: boolean,
+): void {
   if (!full) {
     cursor.restart();
     return;
@@ -117,18 +138,37 @@ function rewindBefore(cursor: PollCursor, messages: readonly PolledEnvelope[]): 
   if (ready.length > 0) cursor.rewind(Math.min(...ready.map((m) => m.id)) - 1);
 }
 
-async function deliver(deps: WorkerDeps, options: RoundOptions, batch: PolledEnvelope[]): Promise<Settlement | undefined> {
+async function deliver(
+  deps: WorkerDeps,
+  options: RoundOptions,
+  batch: PolledEnvelope[],
+): Promise<Settlement | undefined> {
   const { outbox, relay } = deps;
   const started = performance.now();
-  emit(channels.batchStart, () => ({ instance: deps.instance, outbox: outbox.name, partition: options.lease.partition, size: batch.length }));
+  emit(channels.batchStart, () => ({
+    instance: deps.instance,
+    outbox: outbox.name,
+    partition: options.lease.partition,
+    size: batch.length,
+  }));
 
   // Abandon the delivery when the lease runs out: past it another node may own the partition.
   const leaseTimer = new AbortController();
-  const timer = setTimeout(() => leaseTimer.abort(new Error('lease expired during delivery')), Math.max(0, options.leaseDeadline - Date.now()));
+  const timer = setTimeout(
+    () => leaseTimer.abort(new Error('lease expired during delivery')),
+    Math.max(0, options.leaseDeadline - Date.now()),
+  );
   const signal = AbortSignal.any([options.signal, leaseTimer.signal]);
   let result: { returned: readonly DeliveryOutcome[] | void } | { thrown: unknown };
   try {
-    result = { returned: await relay.deliver(batch.map(publicEnvelope), { outbox: outbox.name, partition: options.lease.partition, ordering: outbox.ordering, signal }) };
+    result = {
+      returned: await relay.deliver(batch.map(publicEnvelope), {
+        outbox: outbox.name,
+        partition: options.lease.partition,
+        ordering: outbox.ordering,
+        signal,
+      }),
+    };
   } catch (error) {
     result = { thrown: error };
   } finally {
@@ -136,7 +176,16 @@ async function deliver(deps: WorkerDeps, options: RoundOptions, batch: PolledEnv
   }
   if (options.signal.aborted) {
     // Stopped mid-batch: acknowledge nothing; the next owner delivers the batch again.
-    emit(channels.batchStop, () => ({ instance: deps.instance, outbox: outbox.name, partition: options.lease.partition, size: batch.length, delivered: 0, failed: 0, aborted: true, duration: performance.now() - started }));
+    emit(channels.batchStop, () => ({
+      instance: deps.instance,
+      outbox: outbox.name,
+      partition: options.lease.partition,
+      size: batch.length,
+      delivered: 0,
+      failed: 0,
+      aborted: true,
+      duration: performance.now() - started,
+    }));
     return undefined;
   }
   const settlement = planSettlement(batch, normalizeOutcomes(batch, result), outbox, deps.maxErrorLength);
@@ -160,7 +209,12 @@ function publicEnvelope(m: PolledEnvelope): Envelope {
 }
 
 /** Writes the settlement in one transaction fenced on the lease. False when the lease was lost. */
-async function settle(deps: WorkerDeps, lease: LeaseToken, settlement: Settlement, cursor: PollCursor): Promise<boolean> {
+async function settle(
+  deps: WorkerDeps,
+  lease: LeaseToken,
+  settlement: Settlement,
+  cursor: PollCursor,
+): Promise<boolean> {
   const { adapter, outbox } = deps;
   const statements = adapter.dialect.settle(outbox.table, {
     lease,
@@ -172,8 +226,16 @@ async function settle(deps: WorkerDeps, lease: LeaseToken, settlement: Settlemen
   });
   const results = await adapter.executeAtomically(statements);
   if (results[0]!.length === 0) {
-    emit(channels.leaseLost, () => ({ instance: deps.instance, outbox: outbox.name, partition: lease.partition, epoch: lease.epoch }));
-    deps.logger.warn('outboxer: partition taken over during delivery; the batch was not acknowledged', { outbox: outbox.name, partition: lease.partition });
+    emit(channels.leaseLost, () => ({
+      instance: deps.instance,
+      outbox: outbox.name,
+      partition: lease.partition,
+      epoch: lease.epoch,
+    }));
+    deps.logger.warn('outboxer: partition taken over during delivery; the batch was not acknowledged', {
+      outbox: outbox.name,
+      partition: lease.partition,
+    });
     return false;
   }
   if (settlement.unblockedGroups.length > 0) {
@@ -192,7 +254,12 @@ async function settle(deps: WorkerDeps, lease: LeaseToken, settlement: Settlemen
       error: failure.error,
       ...(failure.dead ? {} : { delay: failure.delay }),
     }));
-    if (failure.dead) deps.logger.warn('outboxer: message is dead', { outbox: outbox.name, id: failure.id, error: failure.error });
+    if (failure.dead)
+      deps.logger.warn('outboxer: message is dead', {
+        outbox: outbox.name,
+        id: failure.id,
+        error: failure.error,
+      });
   }
   return true;
 }
@@ -276,8 +343,17 @@ export class PartitionWorker {
       } catch (error) {
         // Database down or a statement failed: log, back off, try again. Nothing was acknowledged.
         failures += 1;
-        emit(channels.error, () => ({ instance: this.deps.instance, outbox: outbox.name, partition: this.partition, error }));
-        logger.error('outboxer: relay round failed; retrying', { outbox: outbox.name, partition: this.partition, error: describeError(error, 500) });
+        emit(channels.error, () => ({
+          instance: this.deps.instance,
+          outbox: outbox.name,
+          partition: this.partition,
+          error,
+        }));
+        logger.error('outboxer: relay round failed; retrying', {
+          outbox: outbox.name,
+          partition: this.partition,
+          error: describeError(error, 500),
+        });
         await this.sleep(Math.min(outbox.pollInterval * 2 ** Math.min(failures - 1, 6), 30_000));
         if (Date.now() - this.lastRenewed > this.deps.leaseTimeout) {
           this.lost = true; // Could not renew in time: another node may own it now.
@@ -290,10 +366,17 @@ export class PartitionWorker {
   private async renewIfDue(): Promise<boolean> {
     if (Date.now() - this.lastRenewed < this.deps.leaseTimeout / 3) return true;
     const { adapter, outbox } = this.deps;
-    const rows = await adapter.execute(adapter.dialect.renewLease(outbox.table, this.lease, this.deps.leaseTimeout));
+    const rows = await adapter.execute(
+      adapter.dialect.renewLease(outbox.table, this.lease, this.deps.leaseTimeout),
+    );
     if (rows.length === 0) {
       this.lost = true;
-      emit(channels.leaseLost, () => ({ instance: this.deps.instance, outbox: outbox.name, partition: this.partition, epoch: this.lease.epoch }));
+      emit(channels.leaseLost, () => ({
+        instance: this.deps.instance,
+        outbox: outbox.name,
+        partition: this.partition,
+        epoch: this.lease.epoch,
+      }));
       return false;
     }
     this.lastRenewed = Date.now();
@@ -302,7 +385,9 @@ export class PartitionWorker {
 
   private async idleDelay(): Promise<number> {
     const { adapter, outbox } = this.deps;
-    const rows = await adapter.execute(adapter.dialect.nextRetryAt(outbox.table, outbox.name, this.partition));
+    const rows = await adapter.execute(
+      adapter.dialect.nextRetryAt(outbox.table, outbox.name, this.partition),
+    );
     const next = rows[0]?.next_attempt_at;
     if (next === null || next === undefined) return outbox.pollInterval;
     const now = rows[0]!.now instanceof Date ? (rows[0]!.now as Date).getTime() : Date.now();
@@ -316,14 +401,13 @@ export class PartitionWorker {
       return Promise.resolve();
     }
     return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const self = this;
-      function done(): void {
+      const done = (): void => {
         clearTimeout(timer);
-        self.wakeUp = undefined;
-        self.woken = false;
+        this.wakeUp = undefined;
+        this.woken = false;
         resolve();
-      }
+      };
+      const timer = setTimeout(done, ms);
       this.wakeUp = done;
     });
   }

@@ -23,8 +23,10 @@ const relay = functionRelay(async () => undefined);
 
 describe('invalid options are refused at construction, naming the option and the accepted values', () => {
   const { database } = sqliteFixture();
-  const make = (options: Record<string, unknown>, outbox: Record<string, unknown> = {}) => () =>
-    new Outboxer({ database, outboxes: { orders: { relay, ...outbox } }, ...options } as never);
+  const make =
+    (options: Record<string, unknown>, outbox: Record<string, unknown> = {}) =>
+    () =>
+      new Outboxer({ database, outboxes: { orders: { relay, ...outbox } }, ...options } as never);
 
   test.each([
     [{}, { ordering: 'random' }, /outboxes\.orders\.ordering.*'group', 'total', 'none'/],
@@ -51,12 +53,20 @@ describe('invalid options are refused at construction, naming the option and the
   });
 
   test('an outbox without a relay on a relaying instance', async () => {
-    await expectCode(() => new Outboxer({ database, outboxes: { orders: {} } }), 'INVALID_OPTIONS', /outboxes\.orders\.relay.*relay: false/);
+    await expectCode(
+      () => new Outboxer({ database, outboxes: { orders: {} } }),
+      'INVALID_OPTIONS',
+      /outboxes\.orders\.relay.*relay: false/,
+    );
   });
 
   test('no outboxes, or no database adapter', async () => {
     await expectCode(() => new Outboxer({ database, outboxes: {} }), 'INVALID_OPTIONS', /outboxes/);
-    await expectCode(() => new Outboxer({ database: {} as never, outboxes: { orders: { relay } } }), 'INVALID_OPTIONS', /database/);
+    await expectCode(
+      () => new Outboxer({ database: {} as never, outboxes: { orders: { relay } } }),
+      'INVALID_OPTIONS',
+      /database/,
+    );
   });
 
   test.each([
@@ -72,7 +82,11 @@ describe('invalid options are refused at construction, naming the option and the
   test('unsafe schema and instance names', async () => {
     await expectCode(make({ schema: 'bad-schema' }), 'INVALID_IDENTIFIER', /schema/);
     await expectCode(make({ name: 'a:b' }), 'INVALID_IDENTIFIER', /name/);
-    await expectCode(() => new Outboxer({ database, outboxes: { 'bad name': { relay } } }), 'INVALID_IDENTIFIER', /outbox name/);
+    await expectCode(
+      () => new Outboxer({ database, outboxes: { 'bad name': { relay } } }),
+      'INVALID_IDENTIFIER',
+      /outbox name/,
+    );
   });
 });
 
@@ -90,6 +104,8 @@ describe.each(fixtures)('bad messages on $name', ({ make }) => {
     await fixture.query('CREATE TABLE business (id INTEGER PRIMARY KEY)');
   });
   afterAll(() => fixture.close());
+  // A const per test, so TypeScript narrows the fixture by its kind.
+  const current = (): Fixture => fixture;
 
   const cyclic: Record<string, unknown> = {};
   cyclic.self = cyclic;
@@ -106,46 +122,59 @@ describe.each(fixtures)('bad messages on $name', ({ make }) => {
     ['a non-string header', () => ['orders', {}, { headers: { retries: 3 } }], 'INVALID_MESSAGE'],
   ];
 
-  test.each(cases)('%s: typed error, nothing written, the transaction still commits', async (_name, args, code) => {
-    const before = await outboxer.counts('orders');
-    const id = Math.floor(Math.random() * 1e9);
-    if (fixture.kind === 'sqlite') {
-      let thrown: unknown;
-      fixture.db.transaction(() => {
-        fixture.db.prepare('INSERT INTO business (id) VALUES (?)').run(id);
-        const [outbox, payload, options] = args();
-        try {
-          outboxer.publish(fixture.db as never, outbox, payload, options);
-        } catch (error) {
-          thrown = error;
-        }
-      })();
-      await expectCode(() => {
-        throw thrown;
-      }, code);
-    } else {
-      await fixture.transaction(async (tx) => {
-        await tx.query('INSERT INTO business (id) VALUES ($1)', [id]);
-        const [outbox, payload, options] = args();
-        await expectCode(() => outboxer.publish(tx as never, outbox, payload, options), code);
-        // The transaction is not aborted: another statement still works.
-        await tx.query('SELECT 1');
-      });
-    }
-    expect(await fixture.query('SELECT id FROM business WHERE id = ' + String(id))).toHaveLength(1);
-    expect(await outboxer.counts('orders')).toEqual(before);
-  });
+  test.each(cases)(
+    '%s: typed error, nothing written, the transaction still commits',
+    async (_name, args, code) => {
+      const fixture = current();
+      const before = await outboxer.counts('orders');
+      const id = Math.floor(Math.random() * 1e9);
+      if (fixture.kind === 'sqlite') {
+        let thrown: unknown;
+        fixture.db.transaction(() => {
+          fixture.db.prepare('INSERT INTO business (id) VALUES (?)').run(id);
+          const [outbox, payload, options] = args();
+          try {
+            outboxer.publish(fixture.db as never, outbox, payload, options);
+          } catch (error) {
+            thrown = error;
+          }
+        })();
+        await expectCode(() => {
+          throw thrown;
+        }, code);
+      } else {
+        await fixture.transaction(async (tx) => {
+          await tx.query('INSERT INTO business (id) VALUES ($1)', [id]);
+          const [outbox, payload, options] = args();
+          await expectCode(() => outboxer.publish(tx as never, outbox, payload, options), code);
+          // The transaction is not aborted: another statement still works.
+          await tx.query('SELECT 1');
+        });
+      }
+      expect(await fixture.query('SELECT id FROM business WHERE id = ' + String(id))).toHaveLength(1);
+      expect(await outboxer.counts('orders')).toEqual(before);
+    },
+  );
 
   test('a payload and group key with NUL characters and unicode', async () => {
+    const fixture = current();
     const key = fixture.kind === 'sqlite' ? 'ключ\u0000🔑' : 'ключ🔑';
     const payload = { text: 'nul \u0000 here, emoji 🎉, rtl \u202e' };
     if (fixture.kind === 'sqlite') {
-      fixture.db.transaction(() => outboxer.publish(fixture.db as never, 'orders', payload, { groupKey: key }))();
+      fixture.db.transaction(() =>
+        outboxer.publish(fixture.db as never, 'orders', payload, { groupKey: key }),
+      )();
     } else {
-      await fixture.transaction((tx) => outboxer.publish(tx as never, 'orders', payload, { groupKey: key }) as Promise<number>);
+      await fixture.transaction(
+        (tx) => outboxer.publish(tx as never, 'orders', payload, { groupKey: key }) as Promise<number>,
+      );
       // Postgres text cannot hold NUL: refused up front with a typed error.
       await fixture.transaction(async (tx) => {
-        await expectCode(() => outboxer.publish(tx as never, 'orders', {}, { groupKey: 'a\u0000b' }), 'INVALID_MESSAGE', /NUL/);
+        await expectCode(
+          () => outboxer.publish(tx as never, 'orders', {}, { groupKey: 'a\u0000b' }),
+          'INVALID_MESSAGE',
+          /NUL/,
+        );
       });
     }
     const [message] = await outboxer.listPending('orders');
@@ -155,13 +184,20 @@ describe.each(fixtures)('bad messages on $name', ({ make }) => {
   });
 
   test('publishing outside a transaction is refused', async () => {
+    const fixture = current();
     if (fixture.kind === 'sqlite') {
       await expectCode(() => outboxer.publish(fixture.db as never, 'orders', {}), 'NOT_IN_TRANSACTION');
     } else {
-      await expectCode(() => outboxer.publish(fixture.pool as never, 'orders', {}), 'NOT_IN_TRANSACTION', /Pool/);
+      await expectCode(
+        () => outboxer.publish(fixture.pool as never, 'orders', {}),
+        'NOT_IN_TRANSACTION',
+        /Pool/,
+      );
       const client = await fixture.pool.connect();
       try {
-        await expect(outboxer.publish(client as never, 'orders', {}) as Promise<number>).rejects.toMatchObject({ code: 'NOT_IN_TRANSACTION' });
+        await expect(
+          outboxer.publish(client as never, 'orders', {}) as Promise<number>,
+        ).rejects.toMatchObject({ code: 'NOT_IN_TRANSACTION' });
       } finally {
         client.release();
       }
@@ -171,8 +207,12 @@ describe.each(fixtures)('bad messages on $name', ({ make }) => {
 
   test('admin calls with bad arguments', async () => {
     await expect(outboxer.counts('nope')).rejects.toMatchObject({ code: 'UNKNOWN_OUTBOX' });
-    await expect(outboxer.discard('orders', ['1'] as never)).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
-    await expect(outboxer.listPending('orders', { limit: 0 })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+    await expect(outboxer.discard('orders', ['1'] as never)).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+    });
+    await expect(outboxer.listPending('orders', { limit: 0 })).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+    });
     await expect(outboxer.drain('nope')).rejects.toMatchObject({ code: 'UNKNOWN_OUTBOX' });
   });
 });
@@ -186,7 +226,9 @@ test('a schema-qualified table is created and used on Postgres', async () => {
       testing: 'manual',
     });
     await outboxer.migrate();
-    await fixture.transaction((tx) => outboxer.publish(tx as never, 'orders', { ok: true }) as Promise<number>);
+    await fixture.transaction(
+      (tx) => outboxer.publish(tx as never, 'orders', { ok: true }) as Promise<number>,
+    );
     const rows = await fixture.query(`SELECT count(*)::int AS n FROM "${fixture.schema}_extra"."outbox"`);
     expect(rows[0]!.n).toBe(1);
     await fixture.query(`DROP SCHEMA "${fixture.schema}_extra" CASCADE`);

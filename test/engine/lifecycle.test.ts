@@ -4,7 +4,13 @@
 import diagnostics from 'node:diagnostics_channel';
 import { afterAll, beforeAll, describe, expect, expectTypeOf, test } from 'vitest';
 import { Outboxer, defineMessage, functionRelay, type Envelope } from 'outboxer';
-import { fixtures, postgresFixture, publishInTransaction, sqliteFixture, type Fixture } from '../support/databases.js';
+import {
+  fixtures,
+  postgresFixture,
+  publishInTransaction,
+  sqliteFixture,
+  type Fixture,
+} from '../support/databases.js';
 import { sleep, waitUntil } from '../support/random.js';
 
 describe.each(fixtures)('lifecycle on $name', ({ name, make }) => {
@@ -16,7 +22,15 @@ describe.each(fixtures)('lifecycle on $name', ({ name, make }) => {
 
   test('migrate() is idempotent and safe when several instances run it at once', async () => {
     const relay = functionRelay(async () => undefined);
-    const instances = Array.from({ length: 4 }, () => new Outboxer({ database: fixture.database, outboxes: { a: { relay, table: 'migrate_race' } }, testing: 'manual' }));
+    const instances = Array.from(
+      { length: 4 },
+      () =>
+        new Outboxer({
+          database: fixture.database,
+          outboxes: { a: { relay, table: 'migrate_race' } },
+          testing: 'manual',
+        }),
+    );
     await Promise.all(instances.map((o) => o.migrate()));
     await instances[0]!.migrate();
     expect(await instances[0]!.counts('a')).toEqual({ pending: 0, delivered: 0, dead: 0 });
@@ -32,9 +46,16 @@ describe.each(fixtures)('lifecycle on $name', ({ name, make }) => {
       await gate;
       delivered.push(m.id);
     });
-    const outboxer = new Outboxer({ database: fixture.database, outboxes: { a: { relay, table: 'graceful', pollInterval: 10 } } });
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: { a: { relay, table: 'graceful', pollInterval: 10 } },
+    });
     await outboxer.migrate();
-    const ids = await publishInTransaction(fixture, outboxer, Array.from({ length: 5 }, (_, i) => ({ outbox: 'a', payload: i, groupKey: 'g' })));
+    const ids = await publishInTransaction(
+      fixture,
+      outboxer,
+      Array.from({ length: 5 }, (_, i) => ({ outbox: 'a', payload: i, groupKey: 'g' })),
+    );
     await outboxer.start();
     await waitUntil(() => entered, 10_000, 'the batch to start');
     const stopping = outboxer.stop();
@@ -68,10 +89,16 @@ describe.each(fixtures)('lifecycle on $name', ({ name, make }) => {
   });
 
   test('a publish-only instance needs no relay, starts nothing, and still has the whole admin API', async () => {
-    const publisher = new Outboxer({ database: fixture.database, outboxes: { a: { table: 'publish_only', maxAttempts: 1 } }, relay: false });
+    const publisher = new Outboxer({
+      database: fixture.database,
+      outboxes: { a: { table: 'publish_only', maxAttempts: 1 } },
+      relay: false,
+    });
     await publisher.migrate();
     await publisher.start(); // no-op
-    const [id] = await publishInTransaction(fixture, publisher, [{ outbox: 'a', payload: { x: 1 }, groupKey: 'g' }]);
+    const [id] = await publishInTransaction(fixture, publisher, [
+      { outbox: 'a', payload: { x: 1 }, groupKey: 'g' },
+    ]);
     expect(await publisher.counts('a')).toEqual({ pending: 1, delivered: 0, dead: 0 });
     expect((await publisher.listPending('a')).map((m) => m.id)).toEqual([id]);
     expect(await publisher.listDead('a')).toEqual([]);
@@ -112,7 +139,11 @@ describe.each(fixtures)('lifecycle on $name', ({ name, make }) => {
     const relay = functionRelay(async () => {
       throw new Error('never');
     });
-    const outboxer = new Outboxer({ database: fixture.database, outboxes: { a: { relay, table: 'poison' } }, testing: 'manual' });
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: { a: { relay, table: 'poison' } },
+      testing: 'manual',
+    });
     await outboxer.migrate();
     await publishInTransaction(fixture, outboxer, [{ outbox: 'a', payload: 1, groupKey: 'g' }]);
     const result = await outboxer.drain('a', { maxRounds: 3 });
@@ -138,7 +169,10 @@ describe.each(fixtures)('lifecycle on $name', ({ name, make }) => {
     const AuditNote = defineMessage<{ note: string }>({ outbox: 'orders', type: 'AuditNote' });
     // @ts-expect-error the payload is type-checked
     expect(() => OrderPaid({ orderId: 'x' })).not.toThrow();
-    await publishInTransaction(fixture, outboxer, [OrderPaid({ orderId: 42, amount: 10 }), AuditNote({ note: 'hi' })]);
+    await publishInTransaction(fixture, outboxer, [
+      OrderPaid({ orderId: 42, amount: 10 }),
+      AuditNote({ note: 'hi' }),
+    ]);
     await outboxer.drain();
     expect(seen.map((m) => [m.type, m.groupKey, m.headers])).toEqual([
       ['OrderPaid', 'order:42', { 'x-amount': '10' }],
@@ -175,9 +209,25 @@ describe.each(fixtures)('lifecycle on $name', ({ name, make }) => {
       await outboxer.prune('t');
       await outboxer.close();
       const kinds = events.map(([n]) => n);
-      expect(kinds).toEqual(['publish', 'batch:start', 'batch:stop', 'message:retry', 'batch:start', 'batch:stop', 'message:dead', 'prune']);
+      expect(kinds).toEqual([
+        'publish',
+        'batch:start',
+        'batch:stop',
+        'message:retry',
+        'batch:start',
+        'batch:stop',
+        'message:dead',
+        'prune',
+      ]);
       expect(events[0]![1]).toMatchObject({ instance: 'telemetry', outboxes: ['t'], count: 2 });
-      expect(events[2]![1]).toMatchObject({ outbox: 't', partition: 0, size: 2, delivered: 1, failed: 1, aborted: false });
+      expect(events[2]![1]).toMatchObject({
+        outbox: 't',
+        partition: 0,
+        size: 2,
+        delivered: 1,
+        failed: 1,
+        aborted: false,
+      });
       expect(typeof events[2]![1].duration).toBe('number');
       expect(events[3]![1]).toMatchObject({ outbox: 't', groupKey: 'b', attempts: 1, error: 'Error: bad' });
       expect(events[6]![1]).toMatchObject({ outbox: 't', groupKey: 'b', attempts: 2 });
@@ -191,12 +241,21 @@ describe.each(fixtures)('lifecycle on $name', ({ name, make }) => {
 test('better-sqlite3: publish returns the id synchronously inside db.transaction()', async () => {
   const fixture = sqliteFixture();
   try {
-    const outboxer = new Outboxer({ database: fixture.database as never, outboxes: { a: { relay: functionRelay(async () => undefined) } }, testing: 'manual' });
+    const outboxer = new Outboxer({
+      database: fixture.database as never,
+      outboxes: { a: { relay: functionRelay(async () => undefined) } },
+      testing: 'manual',
+    });
     await outboxer.migrate();
     const id = fixture.db.transaction(() => outboxer.publish(fixture.db as never, 'a', { x: 1 }))();
     expect(typeof id).toBe('number');
-    const ids = fixture.db.transaction(() => outboxer.publishMany(fixture.db as never, [{ outbox: 'a', payload: 1 }, { outbox: 'a', payload: 2 }]))();
-    expect(ids).toEqual([(id as number) + 1, (id as number) + 2]);
+    const ids = fixture.db.transaction(() =>
+      outboxer.publishMany(fixture.db as never, [
+        { outbox: 'a', payload: 1 },
+        { outbox: 'a', payload: 2 },
+      ]),
+    )();
+    expect(ids).toEqual([(id as unknown as number) + 1, (id as unknown as number) + 2]);
   } finally {
     await fixture.close();
   }
@@ -208,8 +267,16 @@ test('the publish return type follows the adapter: a value on better-sqlite3, a 
   const { betterSqlite3 } = await import('outboxer/better-sqlite3');
   const { nodePostgres } = await import('outboxer/pg');
   const relay = functionRelay(async () => undefined);
-  const sync = new Outboxer({ database: betterSqlite3(sqlite.db), outboxes: { a: { relay } }, testing: 'manual' });
-  const async = new Outboxer({ database: nodePostgres(pg.pool), outboxes: { a: { relay } }, testing: 'manual' });
+  const sync = new Outboxer({
+    database: betterSqlite3(sqlite.db),
+    outboxes: { a: { relay } },
+    testing: 'manual',
+  });
+  const async = new Outboxer({
+    database: nodePostgres(pg.pool),
+    outboxes: { a: { relay } },
+    testing: 'manual',
+  });
   expectTypeOf(sync.publish).returns.toEqualTypeOf<number>();
   expectTypeOf(async.publish).returns.toEqualTypeOf<Promise<number>>();
   // @ts-expect-error a pool is not a transaction
@@ -221,7 +288,11 @@ test('the publish return type follows the adapter: a value on better-sqlite3, a 
 test('publishMany writes many messages in one statement (Postgres)', async () => {
   const fixture = await postgresFixture();
   try {
-    const outboxer = new Outboxer({ database: fixture.database, outboxes: { a: { relay: functionRelay(async () => undefined) } }, testing: 'manual' });
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: { a: { relay: functionRelay(async () => undefined) } },
+      testing: 'manual',
+    });
     await outboxer.migrate();
     const statements: string[] = [];
     await fixture.transaction(async (client) => {
@@ -233,7 +304,10 @@ test('publishMany writes many messages in one statement (Postgres)', async () =>
         },
         getTransactionStatus: () => client.getTransactionStatus(),
       };
-      const ids = await outboxer.publishMany(tx as never, Array.from({ length: 500 }, (_, i) => ({ outbox: 'a', payload: i, groupKey: `g${i % 7}` })));
+      const ids = await outboxer.publishMany(
+        tx as never,
+        Array.from({ length: 500 }, (_, i) => ({ outbox: 'a', payload: i, groupKey: `g${i % 7}` })),
+      );
       expect(ids).toHaveLength(500);
       expect([...ids].sort((a, b) => a - b)).toEqual(ids);
     });

@@ -4,7 +4,14 @@
  * deliveries come in id order, under a relay that fails pseudo-randomly (seeded).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Outboxer, batchRelay, functionRelay, type Envelope, type OutboxOptions, type PublishInput } from 'outboxer';
+import {
+  Outboxer,
+  batchRelay,
+  functionRelay,
+  type Envelope,
+  type OutboxOptions,
+  type PublishInput,
+} from 'outboxer';
 import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
 import { seededRandom, waitUntil } from '../support/random.js';
 
@@ -37,7 +44,11 @@ function flakyDestination(seed: number, failureRate: number) {
   const deliveries: Delivery[] = [];
   const relay = functionRelay(async (message: Envelope) => {
     if (random() < failureRate) throw new Error(`destination refused ${message.id}`);
-    deliveries.push({ id: message.id, groupKey: message.groupKey, seq: (message.payload as { seq: number }).seq });
+    deliveries.push({
+      id: message.id,
+      groupKey: message.groupKey,
+      seq: (message.payload as { seq: number }).seq,
+    });
   });
   return { relay, deliveries };
 }
@@ -54,13 +65,25 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
     tableCount += 1;
     return new Outboxer({
       database: fixture.database,
-      outboxes: { orders: { pollInterval: 20, backoff: { min: 5, max: 40 }, table: `ordering_${tableCount}`, ...options } },
+      outboxes: {
+        orders: {
+          pollInterval: 20,
+          backoff: { min: 5, max: 40 },
+          table: `ordering_${tableCount}`,
+          ...options,
+        },
+      },
       leaseTimeout: 5000,
     });
   }
 
   /** Publishes `total` messages over `groups` groups (every 10th unordered) in transactions of 1–40, rolling back ~10%. */
-  async function publishWorkload(outboxer: Outboxer<never, boolean>, total: number, groups: number, seed: number) {
+  async function publishWorkload(
+    outboxer: Outboxer<never, boolean>,
+    total: number,
+    groups: number,
+    seed: number,
+  ) {
     const random = seededRandom(seed);
     const committed: number[] = [];
     const committedSeqs: number[] = [];
@@ -95,9 +118,18 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
     await outboxer.migrate();
     await outboxer.start();
     try {
-      const { committed, committedSeqs, rolledBackSeqs } = await publishWorkload(outboxer as never, 10_000, 120, 7);
+      const { committed, committedSeqs, rolledBackSeqs } = await publishWorkload(
+        outboxer as never,
+        10_000,
+        120,
+        7,
+      );
       expect(rolledBackSeqs.length).toBeGreaterThan(0);
-      await waitUntil(async () => (await outboxer.counts('orders')).pending === 0, 120_000, 'the outbox to drain');
+      await waitUntil(
+        async () => (await outboxer.counts('orders')).pending === 0,
+        120_000,
+        'the outbox to drain',
+      );
       const delivered = new Set(destination.deliveries.map((d) => d.id));
       const deliveredSeqs = new Set(destination.deliveries.map((d) => d.seq));
       expect(committed.filter((id) => !delivered.has(id))).toEqual([]);
@@ -118,7 +150,11 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
     await outboxer.start();
     try {
       const { committed } = await publishWorkload(outboxer as never, 1000, 20, 11);
-      await waitUntil(async () => (await outboxer.counts('orders')).pending === 0, 60_000, 'the outbox to drain');
+      await waitUntil(
+        async () => (await outboxer.counts('orders')).pending === 0,
+        60_000,
+        'the outbox to drain',
+      );
       const counts = await outboxer.counts('orders');
       const dead = await outboxer.listDead('orders', { limit: 10_000 });
       expect(counts.dead).toBe(dead.length);
@@ -137,17 +173,32 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
       expect(revived).toBe(3);
       const drainer = new Outboxer({
         database: fixture.database,
-        outboxes: { orders: { relay: functionRelay(async (m) => void healthy.push({ id: m.id, groupKey: m.groupKey })), table: `ordering_${tableCount}`, maxAttempts: 2, partitions: 2 } },
+        outboxes: {
+          orders: {
+            relay: functionRelay(async (m) => void healthy.push({ id: m.id, groupKey: m.groupKey })),
+            table: `ordering_${tableCount}`,
+            maxAttempts: 2,
+            partitions: 2,
+          },
+        },
         testing: 'manual',
       });
       const result = await drainer.drain('orders');
       // drain() goes partition by partition: compare as sets.
-      const revivedIds = dead.slice(0, 3).map((m) => m.id).sort((a, b) => a - b);
+      const revivedIds = dead
+        .slice(0, 3)
+        .map((m) => m.id)
+        .sort((a, b) => a - b);
       expect(result.delivered.map((m) => m.id).sort((a, b) => a - b)).toEqual(revivedIds);
       expect(healthy.map((d) => d.id).sort((a, b) => a - b)).toEqual(revivedIds);
       expect((await drainer.counts('orders')).dead).toBe(dead.length - 3);
       // discard removes dead messages for good.
-      expect(await drainer.discard('orders', dead.slice(3).map((m) => m.id))).toBe(dead.length - 3);
+      expect(
+        await drainer.discard(
+          'orders',
+          dead.slice(3).map((m) => m.id),
+        ),
+      ).toBe(dead.length - 3);
       expect(await drainer.counts('orders')).toEqual({ pending: 0, delivered: 0, dead: 0 });
       await drainer.close();
     } finally {
@@ -169,7 +220,9 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
     await outboxer.migrate();
     await outboxer.start();
     try {
-      const [poison] = await publishInTransaction(fixture, outboxer, [{ outbox: 'orders', payload: { poison: true }, groupKey: 'blocked' }]);
+      const [poison] = await publishInTransaction(fixture, outboxer, [
+        { outbox: 'orders', payload: { poison: true }, groupKey: 'blocked' },
+      ]);
       const behind = await publishInTransaction(
         fixture,
         outboxer,
@@ -178,10 +231,18 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
       const others = await publishInTransaction(
         fixture,
         outboxer,
-        Array.from({ length: 100 }, (_, i) => ({ outbox: 'orders', payload: { i }, groupKey: i % 2 === 0 ? `other:${i % 7}` : null })),
+        Array.from({ length: 100 }, (_, i) => ({
+          outbox: 'orders',
+          payload: { i },
+          groupKey: i % 2 === 0 ? `other:${i % 7}` : null,
+        })),
       );
       await waitUntil(() => deliveries.length >= others.length, 30_000, 'the other groups');
-      await waitUntil(async () => ((await outboxer.listPending('orders', { limit: 1 }))[0]?.attempts ?? 0) >= 3, 30_000, 'retries of the poison message');
+      await waitUntil(
+        async () => ((await outboxer.listPending('orders', { limit: 1 }))[0]?.attempts ?? 0) >= 3,
+        30_000,
+        'retries of the poison message',
+      );
       expect(new Set(deliveries.map((d) => d.id))).toEqual(new Set(others));
       expect(deliveries.some((d) => d.groupKey === 'blocked')).toBe(false);
 
@@ -194,7 +255,11 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
 
       // Discarding the poison message lets its group continue, in order.
       expect(await outboxer.discard('orders', [poison!])).toBe(1);
-      await waitUntil(async () => (await outboxer.counts('orders')).pending === 0, 30_000, 'the blocked group');
+      await waitUntil(
+        async () => (await outboxer.counts('orders')).pending === 0,
+        30_000,
+        'the blocked group',
+      );
       expect(deliveries.filter((d) => d.groupKey === 'blocked').map((d) => d.id)).toEqual(behind);
     } finally {
       await outboxer.stop();
@@ -216,7 +281,11 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
     const ids = await publishInTransaction(
       fixture,
       outboxer,
-      Array.from({ length: 20 }, (_, n) => ({ outbox: 'orders', payload: { n }, groupKey: n % 2 === 0 ? `g${n}` : null })),
+      Array.from({ length: 20 }, (_, n) => ({
+        outbox: 'orders',
+        payload: { n },
+        groupKey: n % 2 === 0 ? `g${n}` : null,
+      })),
     );
     await outboxer.start();
     try {
@@ -236,7 +305,12 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
       if ((message.payload as { n: number }).n === 0) throw new Error('always');
       deliveries.push(message.id);
     });
-    const outboxer = newOutboxer({ relay, ordering: 'none', partitions: 2, backoff: { min: 1000, max: 1000 } });
+    const outboxer = newOutboxer({
+      relay,
+      ordering: 'none',
+      partitions: 2,
+      backoff: { min: 1000, max: 1000 },
+    });
     await outboxer.migrate();
     const ids = await publishInTransaction(
       fixture,
@@ -257,7 +331,9 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
     const relay = batchRelay(async (batch) => {
       batches.push(batch.map((m) => m.id));
       // A misbehaving relay: fails the first message of group a, claims the rest were delivered.
-      return batch.map((m, i) => (i === 0 ? { ok: false as const, error: new Error('first fails') } : { ok: true as const }));
+      return batch.map((m, i) =>
+        i === 0 ? { ok: false as const, error: new Error('first fails') } : { ok: true as const },
+      );
     });
     const outboxer = new Outboxer({
       database: fixture.database,
@@ -283,7 +359,7 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
     await outboxer.close();
   });
 
-  test("retention { keep }: delivered rows are kept and counted, then pruned; dead rows are never pruned", async () => {
+  test('retention { keep }: delivered rows are kept and counted, then pruned; dead rows are never pruned', async () => {
     let fail = true;
     const relay = functionRelay(async (message: Envelope) => {
       if ((message.payload as { dead?: boolean }).dead && fail) throw new Error('dead on arrival');

@@ -45,7 +45,11 @@ export interface RelayHarness {
   readonly timeout?: number;
 }
 
-export async function waitFor(check: () => Promise<boolean> | boolean, timeout: number, what: string): Promise<void> {
+export async function waitFor(
+  check: () => Promise<boolean> | boolean,
+  timeout: number,
+  what: string,
+): Promise<void> {
   const deadline = Date.now() + timeout;
   while (Date.now() < deadline) {
     if (await check()) return;
@@ -76,10 +80,22 @@ export function relayContract(harness: RelayHarness): void {
     const fixture = sqliteFixture();
     afterAll(() => fixture.close());
 
-    async function withOutboxer<T>(relay: Relay, table: string, fn: (outboxer: Outboxer<unknown, boolean>) => Promise<T>): Promise<T> {
+    async function withOutboxer<T>(
+      relay: Relay,
+      table: string,
+      fn: (outboxer: Outboxer<unknown, boolean>) => Promise<T>,
+    ): Promise<T> {
       const outboxer = new Outboxer({
         database: fixture.database,
-        outboxes: { events: { relay, pollInterval: 50, backoff: { min: 50, max: 500 }, table, ...harness.outboxOptions } },
+        outboxes: {
+          events: {
+            relay,
+            pollInterval: 50,
+            backoff: { min: 50, max: 500 },
+            table,
+            ...harness.outboxOptions,
+          },
+        },
         leaseTimeout: 5000,
       });
       await outboxer.migrate();
@@ -90,7 +106,12 @@ export function relayContract(harness: RelayHarness): void {
       }
     }
 
-    function publish(outboxer: Outboxer<unknown, boolean>, count: number, groups: number, offset = 0): number[] {
+    function publish(
+      outboxer: Outboxer<unknown, boolean>,
+      count: number,
+      groups: number,
+      offset = 0,
+    ): number[] {
       let ids: number[] = [];
       fixture.db.transaction(() => {
         ids = outboxer.publishMany(
@@ -114,15 +135,24 @@ export function relayContract(harness: RelayHarness): void {
           const ids = await withOutboxer(destination.relay, 'order_test', async (outboxer) => {
             await outboxer.start();
             const published: number[] = [];
-            for (let chunk = 0; chunk < 4; chunk += 1) published.push(...publish(outboxer, count / 4, harness.groups ?? 40, (chunk * count) / 4));
-            await waitFor(async () => (await outboxer.counts('events')).pending === 0, timeout, 'the outbox to drain');
+            for (let chunk = 0; chunk < 4; chunk += 1)
+              published.push(...publish(outboxer, count / 4, harness.groups ?? 40, (chunk * count) / 4));
+            await waitFor(
+              async () => (await outboxer.counts('events')).pending === 0,
+              timeout,
+              'the outbox to drain',
+            );
             return published;
           });
           let received: Received[] = [];
-          await waitFor(async () => {
-            received = await destination.received();
-            return new Set(received.map((m) => m.id)).size >= ids.length;
-          }, timeout, 'every message at the destination');
+          await waitFor(
+            async () => {
+              received = await destination.received();
+              return new Set(received.map((m) => m.id)).size >= ids.length;
+            },
+            timeout,
+            'every message at the destination',
+          );
           expect(new Set(received.map((m) => m.id))).toEqual(new Set(ids));
           if (harness.keepsOrder) expect(orderViolations(received)).toEqual([]);
           if (harness.dedupesById) {
@@ -154,14 +184,22 @@ export function relayContract(harness: RelayHarness): void {
             await new Promise((resolve) => setTimeout(resolve, 1500));
             expect((await outboxer.counts('events')).pending).toBeGreaterThan(0);
             await destination.outage!.end();
-            await waitFor(async () => (await outboxer.counts('events')).pending === 0, timeout, 'the outbox to drain after the outage');
+            await waitFor(
+              async () => (await outboxer.counts('events')).pending === 0,
+              timeout,
+              'the outbox to drain after the outage',
+            );
             return published;
           });
           let received: Received[] = [];
-          await waitFor(async () => {
-            received = await destination.received();
-            return new Set(received.map((m) => m.id)).size >= ids.length;
-          }, timeout, 'every message after the outage');
+          await waitFor(
+            async () => {
+              received = await destination.received();
+              return new Set(received.map((m) => m.id)).size >= ids.length;
+            },
+            timeout,
+            'every message after the outage',
+          );
           expect(new Set(received.map((m) => m.id))).toEqual(new Set(ids));
           if (harness.keepsOrder) expect(orderViolations(received)).toEqual([]);
         } finally {

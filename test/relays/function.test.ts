@@ -11,7 +11,12 @@ relayContract({
     let down = false;
     const relay = functionRelay(async (message: Envelope) => {
       if (down) throw new Error('destination down');
-      received.push({ id: message.id, groupKey: message.groupKey, payload: message.payload, dedupeId: String(message.id) });
+      received.push({
+        id: message.id,
+        groupKey: message.groupKey,
+        payload: message.payload,
+        dedupeId: String(message.id),
+      });
     });
     return {
       relay,

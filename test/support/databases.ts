@@ -7,7 +7,8 @@ import { betterSqlite3 } from 'outboxer/better-sqlite3';
 import { nodePostgres } from 'outboxer/pg';
 import type { DatabaseAdapter, PublishInput } from 'outboxer';
 
-export const DATABASE_URL = process.env.OUTBOXER_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
+export const DATABASE_URL =
+  process.env.OUTBOXER_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
 /** A fresh Postgres schema for one test file: nothing leaks between files. */
 export async function postgresFixture(poolSize = 10) {
@@ -15,7 +16,11 @@ export async function postgresFixture(poolSize = 10) {
   const admin = new pg.Pool({ connectionString: DATABASE_URL, max: 1 });
   await admin.query(`CREATE SCHEMA "${schema}"`);
   await admin.end();
-  const pool = new pg.Pool({ connectionString: DATABASE_URL, max: poolSize, options: `-c search_path=${schema}` });
+  const pool = new pg.Pool({
+    connectionString: DATABASE_URL,
+    max: poolSize,
+    options: `-c search_path=${schema}`,
+  });
   return {
     kind: 'postgres' as const,
     schema,
@@ -65,7 +70,9 @@ export function sqliteFixture() {
     },
     async query(text: string, values: unknown[] = []) {
       const statement = db.prepare(text);
-      return statement.reader ? (statement.all(...values) as Record<string, unknown>[]) : (statement.run(...values), []);
+      return statement.reader
+        ? (statement.all(...values) as Record<string, unknown>[])
+        : (statement.run(...values), []);
     },
     async close() {
       db.close();

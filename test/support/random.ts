@@ -12,7 +12,11 @@ export function seededRandom(seed: number): () => number {
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-export async function waitUntil(check: () => Promise<boolean> | boolean, timeout = 30_000, what = 'condition'): Promise<void> {
+export async function waitUntil(
+  check: () => Promise<boolean> | boolean,
+  timeout = 30_000,
+  what = 'condition',
+): Promise<void> {
   const deadline = Date.now() + timeout;
   while (Date.now() < deadline) {
     if (await check()) return;

@@ -11,7 +11,9 @@ interface StatementLike {
 /** The part of a better-sqlite3 `Database` outboxer uses. */
 export interface BetterSqlite3DatabaseLike {
   prepare(sql: string): StatementLike;
-  transaction(fn: (queries: readonly SqlQuery[]) => Row[][]): { immediate(queries: readonly SqlQuery[]): Row[][] };
+  transaction(fn: (queries: readonly SqlQuery[]) => Row[][]): {
+    immediate(queries: readonly SqlQuery[]): Row[][];
+  };
   readonly inTransaction: boolean;
   readonly open: boolean;
 }
@@ -28,7 +30,9 @@ export interface BetterSqlite3DatabaseLike {
  * const outboxer = new Outboxer({ database: betterSqlite3(db), outboxes: { ... } });
  * db.transaction(() => { insertOrder.run(order); outboxer.publish(db, 'orders', order, { groupKey: `order:${order.id}` }); })();
  */
-export function betterSqlite3(db: BetterSqlite3DatabaseLike): DatabaseAdapter<BetterSqlite3DatabaseLike, true> {
+export function betterSqlite3(
+  db: BetterSqlite3DatabaseLike,
+): DatabaseAdapter<BetterSqlite3DatabaseLike, true> {
   const statements = new Map<string, StatementLike>();
   const run = (query: SqlQuery): Row[] => {
     let statement = statements.get(query.text);
@@ -46,7 +50,10 @@ export function betterSqlite3(db: BetterSqlite3DatabaseLike): DatabaseAdapter<Be
     sync: true,
     executeInTransaction(tx, query) {
       if (tx !== db) {
-        throw new OutboxerError('NOT_IN_TRANSACTION', 'publish() must be given the same better-sqlite3 Database that betterSqlite3() was created with.');
+        throw new OutboxerError(
+          'NOT_IN_TRANSACTION',
+          'publish() must be given the same better-sqlite3 Database that betterSqlite3() was created with.',
+        );
       }
       if (!tx.inTransaction) {
         throw new OutboxerError(

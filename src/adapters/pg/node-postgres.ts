@@ -56,7 +56,10 @@ export interface NodePostgresOptions {
  * const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
  * const outboxer = new Outboxer({ database: nodePostgres(pool), outboxes: { ... } });
  */
-export function nodePostgres(pool: PgPoolLike, options: NodePostgresOptions = {}): DatabaseAdapter<PgTransactionClient, false> {
+export function nodePostgres(
+  pool: PgPoolLike,
+  options: NodePostgresOptions = {},
+): DatabaseAdapter<PgTransactionClient, false> {
   return {
     dialect: postgresDialect,
     sync: false,
@@ -70,13 +73,17 @@ export function nodePostgres(pool: PgPoolLike, options: NodePostgresOptions = {}
       return result.rows;
     },
     executeAtomically: (queries) => runInTransaction(pool, queries),
-    listen: (channel, handlers) => listen(channel, handlers, options.listenClient ?? (() => defaultListenClient(pool))),
+    listen: (channel, handlers) =>
+      listen(channel, handlers, options.listenClient ?? (() => defaultListenClient(pool))),
   };
 }
 
 function assertInTransaction(tx: PgTransactionClient): void {
   if (typeof tx !== 'object' || tx === null || typeof tx.query !== 'function') {
-    throw new OutboxerError('NOT_IN_TRANSACTION', 'publish() needs the pg client of your open transaction as its first argument.');
+    throw new OutboxerError(
+      'NOT_IN_TRANSACTION',
+      'publish() needs the pg client of your open transaction as its first argument.',
+    );
   }
   if ('totalCount' in tx) {
     throw new OutboxerError(
@@ -92,7 +99,10 @@ function assertInTransaction(tx: PgTransactionClient): void {
     );
   }
   if (status === 'E') {
-    throw new OutboxerError('NOT_IN_TRANSACTION', 'publish() was given a pg client whose transaction already failed; roll it back.');
+    throw new OutboxerError(
+      'NOT_IN_TRANSACTION',
+      'publish() was given a pg client whose transaction already failed; roll it back.',
+    );
   }
 }
 
@@ -102,7 +112,8 @@ async function runInTransaction(pool: PgPoolLike, queries: readonly SqlQuery[]):
   try {
     await client.query('BEGIN');
     const results: Row[][] = [];
-    for (const query of queries) results.push((await client.query(query.text, query.values as unknown[])).rows);
+    for (const query of queries)
+      results.push((await client.query(query.text, query.values as unknown[])).rows);
     await client.query('COMMIT');
     return results;
   } catch (error) {
@@ -116,12 +127,19 @@ async function runInTransaction(pool: PgPoolLike, queries: readonly SqlQuery[]):
 }
 
 function isConnectionError(error: Error): boolean {
-  return !('code' in error) || typeof (error as { code?: unknown }).code !== 'string' || (error as { code: string }).code.startsWith('08');
+  return (
+    !('code' in error) ||
+    typeof (error as { code?: unknown }).code !== 'string' ||
+    (error as { code: string }).code.startsWith('08')
+  );
 }
 
 function defaultListenClient(pool: PgPoolLike): PgListenClientLike {
   if (pool.Client === undefined) {
-    throw new OutboxerError('RELAY_MISCONFIGURED', 'notify: true needs a pg.Pool (or pass listenClient to nodePostgres()).');
+    throw new OutboxerError(
+      'RELAY_MISCONFIGURED',
+      'notify: true needs a pg.Pool (or pass listenClient to nodePostgres()).',
+    );
   }
   return new pool.Client(pool.options) as PgListenClientLike;
 }
@@ -130,7 +148,11 @@ function defaultListenClient(pool: PgPoolLike): PgListenClientLike {
  * LISTEN on one dedicated connection outside the pool. When it drops, it reports the loss (the
  * workers keep polling), reconnects with backoff from 250 ms to 10 s and subscribes again.
  */
-async function listen(channel: string, handlers: ListenHandlers, makeClient: () => PgListenClientLike): Promise<Listener> {
+async function listen(
+  channel: string,
+  handlers: ListenHandlers,
+  makeClient: () => PgListenClientLike,
+): Promise<Listener> {
   let closed = false;
   let client: PgListenClientLike | undefined;
   let retryTimer: NodeJS.Timeout | undefined;

@@ -140,7 +140,12 @@ ORDER BY id`,
   };
 }
 
-function hold(table: QualifiedName, outbox: string, ids: readonly number[], groups: readonly string[]): SqlQuery {
+function hold(
+  table: QualifiedName,
+  outbox: string,
+  ids: readonly number[],
+  groups: readonly string[],
+): SqlQuery {
   const { messages } = tables(table);
   // FOR SHARE on the blocking heads: a concurrent settle that removes a head waits for this
   // statement, and its later unhold statement then sees the rows held here. A head removed
@@ -190,7 +195,13 @@ function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
   next_attempt_at = CASE WHEN f.dead THEN NULL ELSE now() + f.delay ${MS} END
 FROM unnest($5::bigint[], $6::text[], $7::boolean[], $8::float8[]) AS f(id, error, dead, delay)
 WHERE m.id = f.id AND m.outbox = $1 AND m.status < 3 AND ${fence(leases)}`,
-      values: [...lease, f.map((x) => x.id), f.map((x) => x.error), f.map((x) => x.dead), f.map((x) => x.delay)],
+      values: [
+        ...lease,
+        f.map((x) => x.id),
+        f.map((x) => x.error),
+        f.map((x) => x.dead),
+        f.map((x) => x.delay),
+      ],
     });
   }
   if (params.unblockedGroups.length > 0) {
@@ -244,8 +255,9 @@ function heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: nu
   const { nodes, leases } = tables(table);
   // Counts live relaying nodes (this one included) and returns the live leases, so the engine can
   // aim for its fair share of partitions. Nodes silent for ten lease periods are forgotten.
-  return [{
-    text: `WITH beat AS (
+  return [
+    {
+      text: `WITH beat AS (
   INSERT INTO ${nodes} (outbox, node_id, last_seen) VALUES ($1, $2, now())
   ON CONFLICT (outbox, node_id) DO UPDATE SET last_seen = now() RETURNING 1
 ), forgotten AS (
@@ -255,8 +267,9 @@ SELECT (SELECT 1 + count(*) FROM ${nodes} WHERE outbox = $1 AND node_id <> $2 AN
   (SELECT count(*) FROM beat)::int AS beat,
   (SELECT count(*) FROM forgotten)::int AS forgotten,
   coalesce((SELECT json_agg(json_build_object('partition', partition, 'owner', owner)) FROM ${leases} WHERE outbox = $1 AND lease_until >= now()), '[]'::json)::text AS leases`,
-    values: [outbox, nodeId, ttl],
-  }];
+      values: [outbox, nodeId, ttl],
+    },
+  ];
 }
 
 function removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQuery {
@@ -301,14 +314,16 @@ function discard(table: QualifiedName, outbox: string, ids: readonly number[]): 
 function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, limit: number): SqlQuery[] {
   const { messages } = tables(table);
   // Reads the index (outbox, id) WHERE status = 4; dead messages (status 3) are never pruned.
-  return [{
-    text: `WITH pruned AS (
+  return [
+    {
+      text: `WITH pruned AS (
   DELETE FROM ${messages} WHERE id IN (
     SELECT id FROM ${messages} WHERE outbox = $1 AND status = 4 AND delivered_at < now() - $2 * interval '1 second' ORDER BY id LIMIT $3
   ) RETURNING 1
 ) SELECT count(*)::int AS pruned FROM pruned`,
-    values: [outbox, olderThanSeconds, limit],
-  }];
+      values: [outbox, olderThanSeconds, limit],
+    },
+  ];
 }
 
 function toEnvelope(row: Row, outbox: string): PolledEnvelope {
@@ -339,7 +354,9 @@ export const postgresDialect: Dialect = Object.freeze({
   }),
   schema: postgresSchema,
   // Concurrent migrate() calls queue on one transaction-scoped advisory lock.
-  migrationLock: () => [{ text: `SELECT pg_advisory_xact_lock(hashtextextended('outboxer:migrate', 0))`, values: [] }],
+  migrationLock: () => [
+    { text: `SELECT pg_advisory_xact_lock(hashtextextended('outboxer:migrate', 0))`, values: [] },
+  ],
   insert,
   poll,
   hold,

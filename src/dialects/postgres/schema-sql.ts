@@ -10,5 +10,7 @@ import { postgresSchema } from './postgres-schema.js';
  */
 export function postgresSchemaSql(options: { table?: string; schema?: string } = {}): string {
   const table = parseTableName(options.table ?? 'outboxer_messages', 'table', options.schema);
-  return postgresSchema(table).map((statement) => `${statement};\n`).join('\n');
+  return postgresSchema(table)
+    .map((statement) => `${statement};\n`)
+    .join('\n');
 }

@@ -137,7 +137,9 @@ function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
         ? sql.query(
             `UPDATE ${messages} SET status = 4, delivered_at = ${sql.param(now)}, next_attempt_at = NULL WHERE id IN (SELECT value FROM json_each(${sql.json(params.delivered)})) AND status < 3 AND ${fence(sql, leases, lease)}`,
           )
-        : sql.query(`DELETE FROM ${messages} WHERE id IN (SELECT value FROM json_each(${sql.json(params.delivered)})) AND ${fence(sql, leases, lease)}`),
+        : sql.query(
+            `DELETE FROM ${messages} WHERE id IN (SELECT value FROM json_each(${sql.json(params.delivered)})) AND ${fence(sql, leases, lease)}`,
+          ),
     );
   }
   if (params.failed.length > 0) {
@@ -149,13 +151,15 @@ FROM (SELECT value ->> 'id' AS id, value ->> 'error' AS error, value ->> 'dead' 
 WHERE m.id = f.id AND m.status < 3 AND ${fence(sql, leases, lease)}`;
     statements.push(sql.query(text));
   }
-  if (params.unblockedGroups.length > 0) statements.push(unhold(messages, lease.outbox, params.unblockedGroups));
+  if (params.unblockedGroups.length > 0)
+    statements.push(unhold(messages, lease.outbox, params.unblockedGroups));
   return statements;
 }
 
 function unhold(messages: string, outbox: string, groups: readonly string[] | undefined): SqlQuery {
   const sql = new Sql();
-  const groupFilter = groups === undefined ? '' : `AND m.group_key IN (SELECT value FROM json_each(${sql.json(groups)}))`;
+  const groupFilter =
+    groups === undefined ? '' : `AND m.group_key IN (SELECT value FROM json_each(${sql.json(groups)}))`;
   const text = `UPDATE ${messages} AS m SET status = 0
 WHERE m.status = 2 ${groupFilter} AND m.outbox = ${sql.param(outbox)}
   AND NOT EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1)
@@ -193,7 +197,10 @@ function renewLease(table: QualifiedName, lease: LeaseToken, ttl: number): SqlQu
 
 function releaseLease(table: QualifiedName, lease: LeaseToken): SqlQuery {
   const where = leaseWhere(lease);
-  return { text: `UPDATE ${tables(table).leases} SET lease_until = 0 ${where.text} RETURNING epoch`, values: where.values };
+  return {
+    text: `UPDATE ${tables(table).leases} SET lease_until = 0 ${where.text} RETURNING epoch`,
+    values: where.values,
+  };
 }
 
 function heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: number): SqlQuery[] {
@@ -214,7 +221,10 @@ function heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: nu
 }
 
 function removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQuery {
-  return { text: `DELETE FROM ${tables(table).nodes} WHERE outbox = ? AND node_id = ?`, values: [outbox, nodeId] };
+  return {
+    text: `DELETE FROM ${tables(table).nodes} WHERE outbox = ? AND node_id = ?`,
+    values: [outbox, nodeId],
+  };
 }
 
 function counts(table: QualifiedName, outbox: string): SqlQuery {

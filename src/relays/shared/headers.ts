@@ -13,7 +13,11 @@ export const OUTBOXER_HEADERS = {
  * the last id per group can drop redeliveries), outbox, type and group key when set.
  */
 export function standardHeaders(envelope: Envelope): Record<string, string> {
-  const headers: Record<string, string> = { ...envelope.headers, [OUTBOXER_HEADERS.id]: String(envelope.id), [OUTBOXER_HEADERS.outbox]: envelope.outbox };
+  const headers: Record<string, string> = {
+    ...envelope.headers,
+    [OUTBOXER_HEADERS.id]: String(envelope.id),
+    [OUTBOXER_HEADERS.outbox]: envelope.outbox,
+  };
   if (envelope.type !== null) headers[OUTBOXER_HEADERS.type] = envelope.type;
   if (envelope.groupKey !== null) headers[OUTBOXER_HEADERS.groupKey] = envelope.groupKey;
   return headers;
