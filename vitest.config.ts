@@ -1,22 +1,22 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 
 const root = (path: string) => fileURLToPath(new URL(path, import.meta.url));
-const { exports } = JSON.parse(readFileSync(root('./package.json'), 'utf8')) as {
-  exports: Record<string, string | { import: string }>;
-};
 
-// Tests import the package by its public subpaths, which map to the sources the exports point at.
-const alias = Object.entries(exports)
-  .filter(([subpath, target]) => subpath !== './package.json' && typeof target === 'object')
-  .map(([subpath, target]) => ({
-    find: new RegExp(`^${(`outboxer${subpath.slice(1)}`).replace(/[/.-]/g, '\\$&')}$`),
-    replacement: root((target as { import: string }).import.replace('./dist/', './src/').replace(/\.js$/, '.ts')),
-  }));
+// Tests import the package by its public subpaths (`outboxer/pg`, `outboxer/kafka`…), which map to
+// the adapter and relay folders, as in package.json's exports and tsconfig's paths.
+const subpaths = ['adapters', 'relays'].flatMap((kind) =>
+  readdirSync(root(`./src/${kind}`), { withFileTypes: true })
+    .filter((entry) => entry.isDirectory() && existsSync(root(`./src/${kind}/${entry.name}/index.ts`)))
+    .map((entry) => ({
+      find: new RegExp(`^outboxer/${entry.name.replace(/[.-]/g, '\\$&')}$`),
+      replacement: root(`./src/${kind}/${entry.name}/index.ts`),
+    })),
+);
 
 export default defineConfig({
-  resolve: { alias },
+  resolve: { alias: [{ find: /^outboxer$/, replacement: root('./src/index.ts') }, ...subpaths] },
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts', 'examples/**/*.test.ts'],
     testTimeout: 60_000,
