@@ -7,5 +7,5 @@ test('the demo delivers every event, in order per order, with retries and no pha
   expect(result.delivered).toBe(180);
   expect(result.retries).toBeGreaterThan(0);
   expect(result.outOfOrder).toBe(0);
-  expect(result.counts).toEqual({ pending: 0, delivered: 0, dead: 0 });
+  expect(result.counts).toMatchObject({ pending: 0, delivered: 0, dead: 0 });
 });

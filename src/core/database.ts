@@ -121,6 +121,13 @@ export interface AcquireParams {
   readonly ttl: number;
 }
 
+/** What every node of an outbox must agree on, recorded in `<table>_config`. */
+export interface RecordedConfiguration {
+  readonly partitions: number;
+  readonly ordering: Ordering;
+  readonly serializeWrites: boolean;
+}
+
 /** Status column values. */
 export const Status = { ready: 0, retry: 1, held: 2, dead: 3, delivered: 4 } as const;
 
@@ -152,7 +159,18 @@ export interface Dialect {
    */
   heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: number): SqlQuery[];
   removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQuery;
-  counts(table: QualifiedName, outbox: string): SqlQuery;
+  /**
+   * One row: `pending`, `delivered`, `dead`, `orphaned` (pending rows in partitions at or above
+   * `partitions`, which no worker reads) and `relay_seen_at` (the last heartbeat of a relaying node).
+   */
+  counts(table: QualifiedName, outbox: string, partitions: number): SqlQuery;
+  /** The recorded configuration of an outbox: `partitions`, `ordering`, `serialize_writes`, or no row. */
+  readConfiguration(table: QualifiedName, outbox: string): SqlQuery;
+  writeConfiguration(table: QualifiedName, outbox: string, configuration: RecordedConfiguration): SqlQuery;
+  /** One row with `version`: the server version as a number (Postgres 150004, SQLite 3045001). */
+  serverVersion(): SqlQuery;
+  /** The oldest server version the SQL needs, in the same form, and its name for messages. */
+  readonly minimumVersion: { readonly number: number; readonly name: string };
   list(table: QualifiedName, outbox: string, which: 'pending' | 'dead', limit: number): SqlQuery;
   retryDead(table: QualifiedName, outbox: string, ids: readonly number[] | undefined): SqlQuery;
   discard(table: QualifiedName, outbox: string, ids: readonly number[]): SqlQuery;

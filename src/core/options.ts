@@ -37,6 +37,13 @@ export interface OutboxOptions {
   serializeWrites?: boolean;
   /** Largest encoded payload accepted by `publish`, in bytes. Default 262144 (256 KiB). */
   maxPayloadBytes?: number;
+  /**
+   * Accept a configuration (partitions, ordering, serializeWrites) that differs from the one
+   * recorded in the database, and record it. Default false: a relaying node that disagrees refuses
+   * to start. `true` still refuses to change `partitions` while messages are pending; `'force'`
+   * accepts even that (their groups may be reordered, rows in dropped partitions are orphaned).
+   */
+  reconfigure?: boolean | 'force';
 }
 
 export interface ResolvedOutbox {
@@ -54,6 +61,7 @@ export interface ResolvedOutbox {
   readonly notify: boolean;
   readonly serializeWrites: boolean;
   readonly maxPayloadBytes: number;
+  readonly reconfigure: boolean | 'force';
 }
 
 export interface InstanceSettings {
@@ -81,6 +89,7 @@ const OUTBOX_KEYS = [
   'notify',
   'serializeWrites',
   'maxPayloadBytes',
+  'reconfigure',
 ] as const;
 
 export const INSTANCE_KEYS = [
@@ -203,7 +212,14 @@ export function resolveOutbox(
     notify: booleanOption(`${path}.notify`, raw.notify, false),
     serializeWrites: booleanOption(`${path}.serializeWrites`, raw.serializeWrites, false),
     maxPayloadBytes: integerOption(`${path}.maxPayloadBytes`, raw.maxPayloadBytes, 262_144, 1, 1_073_741_824),
+    reconfigure: resolveReconfigure(`${path}.reconfigure`, raw.reconfigure),
   });
+}
+
+function resolveReconfigure(path: string, value: unknown): boolean | 'force' {
+  if (value === undefined) return false;
+  if (value === true || value === false || value === 'force') return value;
+  throw invalidOption(path, "true, false or 'force'", value);
 }
 
 function resolveMaxAttempts(path: string, value: unknown): number {

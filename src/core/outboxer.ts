@@ -16,7 +16,7 @@ import {
   type OutboxOptions,
   type ResolvedOutbox,
 } from './options.js';
-import type { Envelope } from './relay.js';
+import type { Envelope, Relay } from './relay.js';
 import { drainOutbox, type DrainOptions, type DrainResult } from './testing.js';
 import { channels, emit } from './telemetry.js';
 import type { WorkerDeps } from './worker.js';
@@ -46,9 +46,18 @@ export interface OutboxerOptions<Tx, Sync extends boolean> {
 }
 
 export interface Counts {
+  /** Waiting for delivery: ready, retrying, or held behind a retrying message of their group. */
   pending: number;
+  /** Delivered and kept (`retention: { keep }`) until pruned. */
   delivered: number;
   dead: number;
+  /**
+   * Pending messages in a partition at or above this instance's `partitions`, which no worker
+   * reads: left behind by lowering `partitions` on a live backlog. Part of `pending`.
+   */
+  orphaned: number;
+  /** The last heartbeat of any node relaying this outbox, or `null` if none was ever seen. */
+  relaySeenAt: Date | null;
 }
 
 type Published<Sync extends boolean> = MaybePromise<number, Sync>;
@@ -90,6 +99,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   private listener: Listener | undefined;
   private state: 'idle' | 'starting' | 'running' | 'stopping' = 'idle';
   private relaysStarted: Promise<void> | undefined;
+  private readonly startedRelays = new Set<Relay>();
 
   constructor(options: OutboxerOptions<Tx, Sync>) {
     if (typeof options !== 'object' || options === null)
@@ -278,11 +288,82 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     for (const outbox of this.outboxes.values()) {
       if (!tables.some((t) => sameTable(t, outbox.table))) tables.push(outbox.table);
     }
+    await this.checkServerVersion();
     const statements = [
       ...dialect.migrationLock(),
       ...tables.flatMap((t) => dialect.schema(t)).map((text) => ({ text, values: [] })),
     ];
     await this.adapter.executeAtomically(statements);
+  }
+
+  private async checkServerVersion(): Promise<void> {
+    const { dialect } = this.adapter;
+    const [row] = await this.adapter.execute(dialect.serverVersion());
+    const version = Number(row?.version);
+    if (!(version >= dialect.minimumVersion.number)) {
+      throw new OutboxerError(
+        'DATABASE_UNSUPPORTED',
+        `outboxer needs ${dialect.minimumVersion.name} or newer; this server reports version ${version}.`,
+      );
+    }
+  }
+
+  /**
+   * Checks this node's configuration of every outbox against the one recorded in the database
+   * (and records it the first time): nodes that disagree on partitions, ordering or
+   * serializeWrites write and read different partitions, and break the order.
+   */
+  private async checkConfigurations(): Promise<void> {
+    const { dialect } = this.adapter;
+    for (const outbox of this.outboxes.values()) {
+      const wanted = {
+        partitions: outbox.partitions,
+        ordering: outbox.ordering,
+        serializeWrites: outbox.serializeWrites,
+      };
+      const [row] = await this.adapter.execute(dialect.readConfiguration(outbox.table, outbox.name));
+      if (row !== undefined) {
+        const recorded = {
+          partitions: Number(row.partitions),
+          ordering: String(row.ordering),
+          serializeWrites: row.serialize_writes === true || row.serialize_writes === 1,
+        };
+        const differences = describeDifferences(recorded, wanted);
+        if (differences.length === 0) continue;
+        await this.allowReconfiguration(outbox, differences, recorded.partitions);
+      }
+      await this.adapter.execute(dialect.writeConfiguration(outbox.table, outbox.name, wanted));
+    }
+  }
+
+  private async allowReconfiguration(
+    outbox: ResolvedOutbox,
+    differences: string[],
+    recordedPartitions: number,
+  ): Promise<void> {
+    const what = differences.join('; ');
+    if (outbox.reconfigure === false) {
+      throw new OutboxerError(
+        'CONFIGURATION_MISMATCH',
+        `Outbox "${outbox.name}" is configured differently from the configuration recorded in the database: ${what}. Every node must agree, or messages are written to partitions no worker reads and groups are reordered. Deploy the same configuration everywhere; to change it on purpose, let the outbox drain (counts().pending = 0) and start one node with outboxes.${outbox.name}.reconfigure: true.`,
+      );
+    }
+    if (outbox.partitions !== recordedPartitions && outbox.reconfigure !== 'force') {
+      const [row] = await this.adapter.execute(
+        this.adapter.dialect.counts(outbox.table, outbox.name, outbox.partitions),
+      );
+      const pending = Number(row?.pending ?? 0);
+      if (pending > 0) {
+        throw new OutboxerError(
+          'CONFIGURATION_MISMATCH',
+          `Outbox "${outbox.name}" would change partitions (${what}) while ${pending} messages are pending: their groups could be reordered or orphaned. Let it drain first, or set outboxes.${outbox.name}.reconfigure: 'force' to accept that.`,
+        );
+      }
+    }
+    this.logger.warn('outboxer: recording a new outbox configuration', {
+      outbox: outbox.name,
+      changes: what,
+    });
   }
 
   /**
@@ -295,6 +376,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       throw new OutboxerError('INVALID_STATE', `start() called while outboxer is ${this.state}.`);
     this.state = 'starting';
     try {
+      await this.checkConfigurations();
       await this.startRelays();
       await this.listenForNotifications();
       for (const outbox of this.outboxes.values()) {
@@ -324,11 +406,17 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     };
   }
 
+  /** Starts each relay once; a relay whose start failed is tried again next time, and is not stopped. */
   private startRelays(): Promise<void> {
     this.relaysStarted ??= (async () => {
-      const relays = new Set([...this.outboxes.values()].map((o) => o.relay!));
-      for (const relay of relays) await relay.start?.();
-    })();
+      for (const relay of new Set([...this.outboxes.values()].map((o) => o.relay!))) {
+        if (this.startedRelays.has(relay)) continue;
+        await relay.start?.();
+        this.startedRelays.add(relay);
+      }
+    })().finally(() => {
+      this.relaysStarted = undefined;
+    });
     return this.relaysStarted;
   }
 
@@ -376,21 +464,47 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   }
 
   private async stopRelays(): Promise<void> {
-    if (this.relaysStarted === undefined) return;
-    this.relaysStarted = undefined;
-    const relays = new Set([...this.outboxes.values()].map((o) => o.relay!));
-    for (const relay of relays) await relay.stop?.();
+    await this.relaysStarted?.catch(() => undefined);
+    const started = [...this.startedRelays];
+    this.startedRelays.clear();
+    for (const relay of started) await relay.stop?.();
   }
 
-  /** `{ pending, delivered, dead }` of an outbox. Reads the table: call it from a metrics job, not per request. */
+  /**
+   * `{ pending, delivered, dead, orphaned, relaySeenAt }` of an outbox. Reads the table: call it
+   * from a metrics job, not per request. Logs a warning when messages are pending but no relaying
+   * node was seen for five lease periods (a silent backlog), or when rows are orphaned.
+   */
   async counts(outbox: string): Promise<Counts> {
     const o = this.outbox(outbox);
-    const [row] = await this.adapter.execute(this.adapter.dialect.counts(o.table, o.name));
-    return {
+    const [row] = await this.adapter.execute(this.adapter.dialect.counts(o.table, o.name, o.partitions));
+    const seen = row?.relay_seen_at;
+    const counts: Counts = {
       pending: Number(row?.pending ?? 0),
       delivered: Number(row?.delivered ?? 0),
       dead: Number(row?.dead ?? 0),
+      orphaned: Number(row?.orphaned ?? 0),
+      relaySeenAt:
+        seen === null || seen === undefined ? null : seen instanceof Date ? seen : new Date(Number(seen)),
     };
+    this.warnAbout(o, counts);
+    return counts;
+  }
+
+  private warnAbout(outbox: ResolvedOutbox, counts: Counts): void {
+    const silentFor = counts.relaySeenAt === null ? Infinity : Date.now() - counts.relaySeenAt.getTime();
+    if (counts.pending > 0 && silentFor > 5 * this.settings.leaseTimeout) {
+      this.logger.warn(
+        'outboxer: messages are pending but no relaying node has been seen; run at least one instance with relay: true',
+        { outbox: outbox.name, pending: counts.pending, relaySeenAt: counts.relaySeenAt },
+      );
+    }
+    if (counts.orphaned > 0) {
+      this.logger.warn(
+        `outboxer: ${counts.orphaned} pending messages sit in partitions >= ${outbox.partitions}, which no worker reads`,
+        { outbox: outbox.name },
+      );
+    }
   }
 
   /** Messages waiting for delivery (ready, retrying or held), oldest first. */
@@ -495,6 +609,18 @@ interface EncodedGroup {
   partitions: Set<string>;
   serialize: boolean;
   notify: boolean;
+}
+
+function describeDifferences(
+  recorded: { partitions: number; ordering: string; serializeWrites: boolean },
+  wanted: { partitions: number; ordering: string; serializeWrites: boolean },
+): string[] {
+  return (Object.keys(wanted) as Array<keyof typeof wanted>)
+    .filter((key) => recorded[key] !== wanted[key])
+    .map(
+      (key) =>
+        `${key} is ${JSON.stringify(wanted[key])} here but ${JSON.stringify(recorded[key])} in the database`,
+    );
 }
 
 function checkIds(ids: readonly number[]): number[] {

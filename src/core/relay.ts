@@ -83,7 +83,8 @@ export async function deliverEach(
   for (const envelope of batch) {
     const key = orderingKey(envelope, context.ordering);
     if (context.signal.aborted) {
-      outcomes.push({ ok: false, error: context.signal.reason });
+      // Not sent: no attempt is counted against it.
+      outcomes.push({ ok: false, error: SKIPPED });
       continue;
     }
     if (key !== null && failedKeys.has(key)) {

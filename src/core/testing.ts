@@ -76,7 +76,7 @@ export async function drainOutbox(
       await adapter.execute(adapter.dialect.releaseLease(outbox.table, lease));
     }
   }
-  const [row] = await adapter.execute(adapter.dialect.counts(outbox.table, outbox.name));
+  const [row] = await adapter.execute(adapter.dialect.counts(outbox.table, outbox.name, outbox.partitions));
   result.pending = Number(row?.pending ?? 0);
   return result;
 }

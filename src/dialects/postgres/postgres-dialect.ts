@@ -1,4 +1,5 @@
 import type {
+  RecordedConfiguration,
   AcquireParams,
   Dialect,
   InsertOptions,
@@ -277,11 +278,28 @@ function removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQu
   return { text: `DELETE FROM ${nodes} WHERE outbox = $1 AND node_id = $2`, values: [outbox, nodeId] };
 }
 
-function counts(table: QualifiedName, outbox: string): SqlQuery {
-  const { messages } = tables(table);
+function counts(table: QualifiedName, outbox: string, partitions: number): SqlQuery {
+  const { messages, nodes } = tables(table);
   return {
-    text: `SELECT count(*) FILTER (WHERE status < 3)::bigint AS pending, count(*) FILTER (WHERE status = 4)::bigint AS delivered, count(*) FILTER (WHERE status = 3)::bigint AS dead FROM ${messages} WHERE outbox = $1`,
-    values: [outbox],
+    text: `SELECT count(*) FILTER (WHERE status < 3) AS pending, count(*) FILTER (WHERE status = 4) AS delivered,
+  count(*) FILTER (WHERE status = 3) AS dead, count(*) FILTER (WHERE status < 3 AND partition >= $2) AS orphaned,
+  (SELECT max(last_seen) FROM ${nodes} WHERE outbox = $1) AS relay_seen_at
+FROM ${messages} WHERE outbox = $1`,
+    values: [outbox, partitions],
+  };
+}
+
+function readConfiguration(table: QualifiedName, outbox: string): SqlQuery {
+  const config = quoteName(companion(table, 'config'));
+  return { text: `SELECT partitions, ordering, serialize_writes FROM ${config} WHERE outbox = $1`, values: [outbox] };
+}
+
+function writeConfiguration(table: QualifiedName, outbox: string, c: RecordedConfiguration): SqlQuery {
+  const config = quoteName(companion(table, 'config'));
+  return {
+    text: `INSERT INTO ${config} (outbox, partitions, ordering, serialize_writes, updated_at) VALUES ($1, $2, $3, $4, now())
+ON CONFLICT (outbox) DO UPDATE SET partitions = EXCLUDED.partitions, ordering = EXCLUDED.ordering, serialize_writes = EXCLUDED.serialize_writes, updated_at = now()`,
+    values: [outbox, c.partitions, c.ordering, c.serializeWrites],
   };
 }
 
@@ -368,6 +386,11 @@ export const postgresDialect: Dialect = Object.freeze({
   heartbeat,
   removeNode,
   counts,
+  readConfiguration,
+  writeConfiguration,
+  serverVersion: () => ({ text: `SELECT current_setting('server_version_num')::int AS version`, values: [] }),
+  // hashtextextended (advisory locks) needs 11; 12 is the oldest release still in use anywhere.
+  minimumVersion: { number: 120000, name: 'PostgreSQL 12' },
   list,
   retryDead,
   discard,

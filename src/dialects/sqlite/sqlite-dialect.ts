@@ -1,4 +1,5 @@
 import type {
+  RecordedConfiguration,
   AcquireParams,
   Dialect,
   InsertRow,
@@ -227,10 +228,29 @@ function removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQu
   };
 }
 
-function counts(table: QualifiedName, outbox: string): SqlQuery {
+function counts(table: QualifiedName, outbox: string, partitions: number): SqlQuery {
+  const { messages, nodes } = tables(table);
   return {
-    text: `SELECT count(*) FILTER (WHERE status < 3) AS pending, count(*) FILTER (WHERE status = 4) AS delivered, count(*) FILTER (WHERE status = 3) AS dead FROM ${tables(table).messages} WHERE outbox = ?`,
+    text: `SELECT count(*) FILTER (WHERE status < 3) AS pending, count(*) FILTER (WHERE status = 4) AS delivered,
+  count(*) FILTER (WHERE status = 3) AS dead, count(*) FILTER (WHERE status < 3 AND partition >= ?) AS orphaned,
+  (SELECT max(last_seen) FROM ${nodes} WHERE outbox = ?) AS relay_seen_at
+FROM ${messages} WHERE outbox = ?`,
+    values: [partitions, outbox, outbox],
+  };
+}
+
+function readConfiguration(table: QualifiedName, outbox: string): SqlQuery {
+  return {
+    text: `SELECT partitions, ordering, serialize_writes FROM ${quoteName(companion(table, 'config'))} WHERE outbox = ?`,
     values: [outbox],
+  };
+}
+
+function writeConfiguration(table: QualifiedName, outbox: string, c: RecordedConfiguration): SqlQuery {
+  return {
+    text: `INSERT INTO ${quoteName(companion(table, 'config'))} (outbox, partitions, ordering, serialize_writes, updated_at) VALUES (?, ?, ?, ?, ?)
+ON CONFLICT (outbox) DO UPDATE SET partitions = excluded.partitions, ordering = excluded.ordering, serialize_writes = excluded.serialize_writes, updated_at = excluded.updated_at`,
+    values: [outbox, c.partitions, c.ordering, c.serializeWrites ? 1 : 0, Date.now()],
   };
 }
 
@@ -312,6 +332,15 @@ export const sqliteDialect: Dialect = Object.freeze({
   heartbeat,
   removeNode,
   counts,
+  readConfiguration,
+  writeConfiguration,
+  // 3.42: unixepoch('subsec'); 3.38: ->> on JSON; 3.35: RETURNING.
+  serverVersion: () => ({
+    text: `SELECT CAST(substr(v, 1, instr(v, '.') - 1) AS INTEGER) * 1000000 + CAST(substr(r, 1, instr(r, '.') - 1) AS INTEGER) * 1000 + CAST(substr(r, instr(r, '.') + 1) AS INTEGER) AS version
+FROM (SELECT sqlite_version() || '.0' AS v, substr(sqlite_version() || '.0', instr(sqlite_version(), '.') + 1) AS r)`,
+    values: [],
+  }),
+  minimumVersion: { number: 3_042_000, name: 'SQLite 3.42' },
   list,
   retryDead,
   discard,
