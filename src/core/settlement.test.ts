@@ -113,3 +113,20 @@ describe('normalizeOutcomes', () => {
     expect(outcomes.every((o) => !o.ok)).toBe(true);
   });
 });
+
+test('retryAfter is kept between a floor and a day', () => {
+  const zero = planSettlement(
+    [message('a')],
+    [fail(new DeliveryError('now', { retryAfter: 0 }))],
+    outbox(),
+    1000,
+  );
+  expect(zero.failed[0]!.delay).toBe(100);
+  const huge = planSettlement(
+    [message('a')],
+    [fail(new DeliveryError('later', { retryAfter: 1e12 }))],
+    outbox(),
+    1000,
+  );
+  expect(huge.failed[0]!.delay).toBe(86_400_000);
+});

@@ -72,7 +72,7 @@ export function planSettlement(
     const strict = outbox.maxAttempts === Infinity;
     const dead = failures >= outbox.maxAttempts || (permanent && !strict);
     const delay =
-      retryAfterOf(outcome.error) ??
+      retryAfterOf(outcome.error, Math.min(outbox.backoff.min, 1000)) ??
       (permanent ? outbox.backoff.max : backoffDelay(failures, outbox.backoff, random));
     settlement.failed.push({
       id: envelope.id,
@@ -92,8 +92,13 @@ function isPermanent(error: unknown): boolean {
   return typeof error === 'object' && error !== null && (error as { permanent?: unknown }).permanent === true;
 }
 
-function retryAfterOf(error: unknown): number | undefined {
+/** A day: a destination asking for more is probably wrong, and the message would look lost. */
+const MAX_RETRY_AFTER = 86_400_000;
+
+/** The delay a destination asked for, kept between a floor (no tight loop on `0`) and a day. */
+function retryAfterOf(error: unknown, floor: number): number | undefined {
   const value =
     typeof error === 'object' && error !== null ? (error as { retryAfter?: unknown }).retryAfter : undefined;
-  return typeof value === 'number' && Number.isFinite(value) && value >= 0 ? Math.round(value) : undefined;
+  if (typeof value !== 'number' || !Number.isFinite(value)) return undefined;
+  return Math.round(Math.min(MAX_RETRY_AFTER, Math.max(floor, value)));
 }
