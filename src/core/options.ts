@@ -21,6 +21,12 @@ export interface OutboxOptions {
   batchSize?: number;
   /** Milliseconds between polls of an idle partition. Default 1000. */
   pollInterval?: number;
+  /**
+   * Milliseconds a relay may take for one batch. The partition's lease is kept alive meanwhile;
+   * past it the batch is abandoned (the relay's signal aborts) and the lease lapses, so a hung
+   * relay gives its partition up after `deliveryTimeout + leaseTimeout`. Default 300000 (5 min).
+   */
+  deliveryTimeout?: number;
   /** Failures before a message goes dead. Default `Infinity` (strict: retried forever). */
   maxAttempts?: number;
   /** Exponential backoff between attempts in milliseconds, with jitter. Default `{ min: 1000, max: 60000 }`. */
@@ -53,6 +59,7 @@ export interface ResolvedOutbox {
   readonly partitions: number;
   readonly batchSize: number;
   readonly pollInterval: number;
+  readonly deliveryTimeout: number;
   readonly maxAttempts: number;
   readonly backoff: { readonly min: number; readonly max: number };
   readonly retention: 'delete' | { readonly keep: number };
@@ -81,6 +88,7 @@ const OUTBOX_KEYS = [
   'partitions',
   'batchSize',
   'pollInterval',
+  'deliveryTimeout',
   'maxAttempts',
   'backoff',
   'retention',
@@ -204,6 +212,7 @@ export function resolveOutbox(
     partitions,
     batchSize: integerOption(`${path}.batchSize`, raw.batchSize, 100, 1, 10_000),
     pollInterval: integerOption(`${path}.pollInterval`, raw.pollInterval, 1000, 1, MAX_MS),
+    deliveryTimeout: integerOption(`${path}.deliveryTimeout`, raw.deliveryTimeout, 300_000, 1, MAX_MS),
     maxAttempts: resolveMaxAttempts(`${path}.maxAttempts`, raw.maxAttempts),
     backoff: resolveBackoff(`${path}.backoff`, raw.backoff),
     retention: resolveRetention(`${path}.retention`, raw.retention),

@@ -61,7 +61,6 @@ export async function drainOutbox(
           cursor,
           dueBefore: 'infinity',
           signal,
-          leaseDeadline: Date.now() + deps.leaseTimeout,
         });
         result.rounds = Math.max(result.rounds, round + 1);
         const settlement = outcome.settlement;

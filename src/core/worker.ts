@@ -1,5 +1,5 @@
 import type { DatabaseAdapter, LeaseToken, PollParams, PolledEnvelope } from './database.js';
-import { describeError } from './errors.js';
+import { describeError, LeaseLostError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { ResolvedOutbox } from './options.js';
 import type { DeliveryOutcome, Envelope, Relay } from './relay.js';
@@ -62,8 +62,6 @@ export interface RoundOptions {
   readonly cursor: PollCursor;
   readonly dueBefore: PollParams['dueBefore'];
   readonly signal: AbortSignal;
-  /** When the lease runs out (process clock): delivery is abandoned past it. */
-  readonly leaseDeadline: number;
 }
 
 /** One round: poll, hold blocked rows, deliver, settle. */
@@ -152,13 +150,8 @@ async function deliver(
     size: batch.length,
   }));
 
-  // Abandon the delivery when the lease runs out: past it another node may own the partition.
-  const leaseTimer = new AbortController();
-  const timer = setTimeout(
-    () => leaseTimer.abort(new Error('lease expired during delivery')),
-    Math.max(0, options.leaseDeadline - Date.now()),
-  );
-  const signal = AbortSignal.any([options.signal, leaseTimer.signal]);
+  const keeper = keepLeaseDuringDelivery(deps, options.lease);
+  const signal = AbortSignal.any([options.signal, keeper.signal]);
   let result: { returned: readonly DeliveryOutcome[] | void } | { thrown: unknown };
   try {
     result = {
@@ -172,7 +165,7 @@ async function deliver(
   } catch (error) {
     result = { thrown: error };
   } finally {
-    clearTimeout(timer);
+    await keeper.stop();
   }
   if (options.signal.aborted) {
     // Stopped mid-batch: acknowledge nothing; the next owner delivers the batch again.
@@ -200,6 +193,47 @@ async function deliver(
     duration: performance.now() - started,
   }));
   return settlement;
+}
+
+/**
+ * Renews the lease every `leaseTimeout / 3` while the relay works, for at most the outbox's
+ * `deliveryTimeout`. The returned signal aborts when that time is up (the renewals stop, so a hung
+ * relay loses its partition a lease period later) or when a renewal finds the partition taken.
+ */
+function keepLeaseDuringDelivery(
+  deps: WorkerDeps,
+  lease: LeaseToken,
+): { signal: AbortSignal; stop(): Promise<void> } {
+  const { adapter, outbox, leaseTimeout } = deps;
+  const controller = new AbortController();
+  let renewing = Promise.resolve();
+  const renew = () => {
+    renewing = renewing.then(async () => {
+      try {
+        const rows = await adapter.execute(adapter.dialect.renewLease(outbox.table, lease, leaseTimeout));
+        if (rows.length === 0) controller.abort(new LeaseLostError(outbox.name, lease.partition));
+      } catch {
+        // The database is unreachable: the settle will find out; the lease may run out meanwhile.
+      }
+    });
+  };
+  const interval = setInterval(renew, Math.max(10, Math.floor(leaseTimeout / 3)));
+  const deadline = setTimeout(() => {
+    clearInterval(interval);
+    controller.abort(
+      new Error(
+        `delivery took longer than outboxes.${outbox.name}.deliveryTimeout (${outbox.deliveryTimeout} ms)`,
+      ),
+    );
+  }, outbox.deliveryTimeout);
+  return {
+    signal: controller.signal,
+    async stop() {
+      clearInterval(interval);
+      clearTimeout(deadline);
+      await renewing;
+    },
+  };
 }
 
 /** The relay sees the envelope without the engine's bookkeeping fields. */
@@ -329,7 +363,6 @@ export class PartitionWorker {
           cursor: this.cursor,
           dueBefore: null,
           signal: this.stopController.signal,
-          leaseDeadline: this.lastRenewed + this.deps.leaseTimeout * 0.9,
         });
         failures = 0;
         if (round.settlement !== undefined && !round.leaseLost) this.lastRenewed = Date.now();

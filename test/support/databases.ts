@@ -20,6 +20,7 @@ export async function postgresFixture(poolSize = 10) {
     connectionString: DATABASE_URL,
     max: poolSize,
     options: `-c search_path=${schema}`,
+    application_name: schema,
   });
   return {
     kind: 'postgres' as const,

@@ -141,7 +141,12 @@ function defaultListenClient(pool: PgPoolLike): PgListenClientLike {
       'notify: true needs a pg.Pool (or pass listenClient to nodePostgres()).',
     );
   }
-  return new pool.Client(pool.options) as PgListenClientLike;
+  // Named, so operators can tell it apart in pg_stat_activity: `<pool's name>:outboxer-listener`.
+  const options = (pool.options ?? {}) as { application_name?: string };
+  const name = options.application_name
+    ? `${options.application_name}:outboxer-listener`
+    : 'outboxer-listener';
+  return new pool.Client({ ...options, application_name: name }) as PgListenClientLike;
 }
 
 /**

@@ -1,0 +1,408 @@
+/**
+ * Several instances against one real Postgres: lease fencing, partition spreading, NOTIFY wake-ups
+ * and listener reconnects, serialised writes, publish-only instances, configuration agreement and
+ * connection accounting.
+ */
+import diagnostics from 'node:diagnostics_channel';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Outboxer, PermanentError, functionRelay, type Envelope, type OutboxOptions } from 'outboxer';
+import { nodePostgres } from 'outboxer/pg';
+import { DATABASE_URL, postgresFixture, publishInTransaction } from '../support/databases.js';
+import { sleep, waitUntil } from '../support/random.js';
+
+type Fixture = Awaited<ReturnType<typeof postgresFixture>>;
+
+let fixture: Fixture;
+beforeAll(async () => {
+  fixture = await postgresFixture(20);
+});
+afterAll(() => fixture.close());
+
+let tables = 0;
+function instance(table: string, options: OutboxOptions, extra: Record<string, unknown> = {}) {
+  return new Outboxer({
+    database: fixture.database,
+    outboxes: { events: { table, pollInterval: 20, backoff: { min: 10, max: 50 }, ...options } },
+    leaseTimeout: 600,
+    ...extra,
+  } as never) as Outboxer<never, false>;
+}
+const newTable = () => `cluster_${++tables}`;
+
+function listen(channel: string) {
+  const events: Record<string, unknown>[] = [];
+  const listener = (message: unknown) => events.push(message as Record<string, unknown>);
+  diagnostics.subscribe(channel, listener);
+  return { events, stop: () => diagnostics.unsubscribe(channel, listener) };
+}
+
+describe('one worker per partition across instances', () => {
+  test('a paused worker that lost its partition cannot acknowledge or dead-letter anything', async () => {
+    const table = newTable();
+    const lost = listen('outboxer:lease:lost');
+    let release!: () => void;
+    const gate = new Promise<void>((resolve) => (release = resolve));
+    let stalledBatch: number[] = [];
+    // A: takes the batch, hangs past its deliveryTimeout, then claims every message failed for good.
+    const a = instance(table, {
+      maxAttempts: 1,
+      deliveryTimeout: 100,
+      relay: functionRelay(async (m: Envelope) => {
+        stalledBatch.push(m.id);
+        await gate;
+        throw new PermanentError('A thinks this is poison');
+      }),
+    });
+    const delivered: number[] = [];
+    const b = instance(table, {
+      maxAttempts: 1,
+      deliveryTimeout: 100,
+      relay: functionRelay(async (m: Envelope) => void delivered.push(m.id)),
+    });
+    try {
+      await a.migrate();
+      const ids = await publishInTransaction(
+        fixture,
+        a,
+        [1, 2, 3].map((n) => ({ outbox: 'events', payload: n, groupKey: 'g' })),
+      );
+      await a.start();
+      await waitUntil(() => stalledBatch.length > 0, 10_000, 'A to take the batch');
+      stalledBatch = [...ids];
+      await b.start();
+      // A stopped renewing after deliveryTimeout; its lease lapses and B takes the partition.
+      await waitUntil(() => delivered.length === 3, 10_000, 'B to deliver');
+      expect(delivered).toEqual(ids);
+      release(); // A wakes up and tries to dead-letter the whole batch
+      await waitUntil(() => lost.events.length > 0, 10_000, 'A to notice');
+      expect(lost.events[0]).toMatchObject({ outbox: 'events', partition: 0 });
+      const counts = await b.counts('events');
+      expect(counts).toMatchObject({ pending: 0, dead: 0 });
+    } finally {
+      release();
+      lost.stop();
+      await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+
+  test('partitions spread across live instances, and move to the survivors when one stops', async () => {
+    const table = newTable();
+    const relay = functionRelay(async () => undefined);
+    const nodes = [0, 1, 2].map(() => instance(table, { relay, partitions: 6 }));
+    const owners = async () =>
+      (await fixture.query(
+        `SELECT owner, count(*)::int AS n FROM ${table}_leases WHERE lease_until > now() GROUP BY owner`,
+      )) as Array<{ owner: string; n: number }>;
+    try {
+      await nodes[0]!.migrate();
+      for (const node of nodes) await node.start();
+      await waitUntil(
+        async () => {
+          const rows = await owners();
+          return rows.length === 3 && rows.every((r) => r.n === 2);
+        },
+        15_000,
+        'two partitions per node',
+      );
+      await nodes[2]!.stop();
+      await waitUntil(
+        async () => {
+          const rows = await owners();
+          return rows.length === 2 && rows.reduce((sum, r) => sum + r.n, 0) === 6;
+        },
+        15_000,
+        'the survivors to take every partition',
+      );
+    } finally {
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
+  });
+});
+
+describe('NOTIFY', () => {
+  test('wakes the owning worker at commit, long before pollInterval', async () => {
+    const table = newTable();
+    const received: number[] = [];
+    const node = instance(table, {
+      relay: functionRelay(async () => void received.push(Date.now())),
+      notify: true,
+      pollInterval: 60_000,
+    });
+    try {
+      await node.migrate();
+      await node.start();
+      await sleep(200); // the first poll found nothing; the next one is a minute away
+      const committed = Date.now();
+      await publishInTransaction(fixture, node, [{ outbox: 'events', payload: 1, groupKey: 'g' }]);
+      await waitUntil(() => received.length === 1, 5000, 'the wake-up');
+      expect(received[0]! - committed).toBeLessThan(2000);
+    } finally {
+      await node.stop();
+    }
+  });
+
+  test('one notification per transaction and partition, with the instance name in the payload', async () => {
+    const table = newTable();
+    const node = instance(table, { notify: true, partitions: 2 }, { relay: false, name: 'shop' });
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    const payloads: string[] = [];
+    await client.connect();
+    client.on('notification', (message) => payloads.push(message.payload ?? ''));
+    await client.query('LISTEN outboxer');
+    try {
+      await node.migrate();
+      await publishInTransaction(
+        fixture,
+        node,
+        Array.from({ length: 50 }, (_, i) => ({ outbox: 'events', payload: i, groupKey: `g${i}` })),
+      );
+      await waitUntil(() => payloads.length >= 2, 5000, 'the notifications');
+      await sleep(100);
+      expect(payloads.sort()).toEqual(['shop:events:0', 'shop:events:1']);
+    } finally {
+      await client.end();
+    }
+  });
+
+  test('the listener reconnects after its connection is killed, and wake-ups resume', async () => {
+    const table = newTable();
+    const received: number[] = [];
+    const node = instance(table, {
+      relay: functionRelay(async () => void received.push(Date.now())),
+      notify: true,
+      pollInterval: 60_000,
+    });
+    try {
+      await node.migrate();
+      await node.start();
+      const killed = await fixture.query(
+        `SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity WHERE application_name = '${fixture.schema}:outboxer-listener'`,
+      );
+      expect(killed.length).toBeGreaterThanOrEqual(1);
+      await waitUntil(
+        async () =>
+          (
+            await fixture.query(
+              `SELECT 1 FROM pg_stat_activity WHERE application_name = '${fixture.schema}:outboxer-listener' AND query ILIKE 'LISTEN%'`,
+            )
+          ).length >= 1,
+        10_000,
+        'the listener to reconnect',
+      );
+      await sleep(300); // its reconnect already woke every worker once: let that poll pass
+      const committed = Date.now();
+      await publishInTransaction(fixture, node, [{ outbox: 'events', payload: 1, groupKey: 'g' }]);
+      await waitUntil(() => received.length === 1, 5000, 'a wake-up after the reconnect');
+      expect(received[0]! - committed).toBeLessThan(2000);
+    } finally {
+      await node.stop();
+    }
+  });
+});
+
+describe('serializeWrites', () => {
+  async function race(serializeWrites: boolean) {
+    const table = newTable();
+    const node = instance(table, { serializeWrites }, { relay: false });
+    await node.migrate();
+    const first = await fixture.pool.connect();
+    const second = await fixture.pool.connect();
+    try {
+      await first.query('BEGIN');
+      await second.query('BEGIN');
+      const firstId = await node.publish(first as never, 'events', 'first', { groupKey: 'order:1' });
+      let secondId: number | undefined;
+      const secondPublish = (
+        node.publish(second as never, 'events', 'second', { groupKey: 'order:1' }) as Promise<number>
+      ).then((id) => (secondId = id));
+      await sleep(300);
+      const blocked = secondId === undefined;
+      const otherGroup = await (async () => {
+        // Another group is not held up by the lock.
+        const third = await fixture.pool.connect();
+        try {
+          await third.query('BEGIN');
+          const id = await node.publish(third as never, 'events', 'other', { groupKey: 'order:2' });
+          await third.query('COMMIT');
+          return id;
+        } finally {
+          third.release();
+        }
+      })();
+      await first.query('COMMIT');
+      await secondPublish;
+      await second.query('COMMIT');
+      return { blocked, firstId, secondId: secondId!, otherGroup };
+    } finally {
+      first.release();
+      second.release();
+    }
+  }
+
+  test('concurrent publishers of one group queue up, so id order is commit order', async () => {
+    const result = await race(true);
+    expect(result.blocked).toBe(true);
+    expect(result.secondId).toBeGreaterThan(result.firstId);
+    expect(result.otherGroup).toBeGreaterThan(result.firstId);
+  });
+
+  test('without it, the second publisher does not wait (the control experiment)', async () => {
+    const result = await race(false);
+    expect(result.blocked).toBe(false);
+  });
+});
+
+describe('publish-only instances and connections', () => {
+  test('relay: false opens no connection of its own (no workers, no listener), yet publishes and administers', async () => {
+    const pool = new pg.Pool({
+      connectionString: DATABASE_URL,
+      max: 3,
+      options: `-c search_path=${fixture.schema}`,
+      application_name: fixture.schema,
+    });
+    const table = newTable();
+    try {
+      const node = new Outboxer({
+        database: nodePostgres(pool),
+        outboxes: { events: { table, notify: true } },
+        relay: false,
+      });
+      await node.start();
+      await sleep(300);
+      expect(pool.totalCount).toBe(0);
+      const listeners = await fixture.query(
+        `SELECT 1 FROM pg_stat_activity WHERE application_name = '${fixture.schema}:outboxer-listener'`,
+      );
+      expect(listeners).toHaveLength(0);
+      await node.migrate();
+      const client = await pool.connect();
+      await client.query('BEGIN');
+      await node.publish(client, 'events', { hello: 'world' });
+      await client.query('COMMIT');
+      client.release();
+      expect((await node.counts('events')).pending).toBe(1);
+      await node.stop();
+    } finally {
+      await pool.end();
+    }
+  });
+
+  test('a relaying node holds at most one pooled connection per partition plus two, and one listener outside the pool', async () => {
+    const table = newTable();
+    const pool = new pg.Pool({
+      connectionString: DATABASE_URL,
+      max: 30,
+      options: `-c search_path=${fixture.schema}`,
+      application_name: fixture.schema,
+    });
+    let peak = 0;
+    const sample = setInterval(() => (peak = Math.max(peak, pool.totalCount - pool.idleCount)), 1);
+    const node = new Outboxer({
+      database: nodePostgres(pool),
+      outboxes: {
+        events: {
+          table,
+          partitions: 4,
+          notify: true,
+          pollInterval: 5,
+          relay: functionRelay(async () => sleep(1)),
+        },
+      },
+      leaseTimeout: 300,
+    });
+    try {
+      await node.migrate();
+      await node.start();
+      await publishInTransaction(
+        fixture,
+        node,
+        Array.from({ length: 400 }, (_, i) => ({ outbox: 'events', payload: i, groupKey: `g${i % 40}` })),
+      );
+      await waitUntil(async () => (await node.counts('events')).pending === 0, 20_000, 'the outbox to drain');
+      expect(peak).toBeLessThanOrEqual(4 + 2);
+      const listeners = await fixture.query(
+        `SELECT 1 FROM pg_stat_activity WHERE application_name = '${fixture.schema}:outboxer-listener'`,
+      );
+      expect(listeners).toHaveLength(1);
+    } finally {
+      clearInterval(sample);
+      await node.stop();
+      await pool.end();
+    }
+  });
+});
+
+describe('configuration agreement', () => {
+  test('a relaying node whose configuration differs from the recorded one refuses to start, saying what differs', async () => {
+    const table = newTable();
+    const relay = functionRelay(async () => undefined);
+    const first = instance(table, { relay, partitions: 2 });
+    await first.migrate();
+    await first.start();
+    await first.stop();
+    const second = instance(table, { relay, partitions: 3, ordering: 'none' });
+    await expect(second.start()).rejects.toMatchObject({
+      code: 'CONFIGURATION_MISMATCH',
+      message: expect.stringMatching(
+        /partitions is 3 here but 2 in the database; ordering is "none" here but "group"/,
+      ),
+    });
+    // A publish-only node is not checked: it starts nothing.
+    await instance(table, { partitions: 3 }, { relay: false }).start();
+  });
+
+  test('changing partitions needs reconfigure, and reconfigure: "force" while messages are pending', async () => {
+    const table = newTable();
+    const relay = functionRelay(async () => {
+      throw new Error('destination down');
+    });
+    const first = instance(table, { relay, partitions: 2 });
+    await first.migrate();
+    await first.start();
+    await first.stop();
+    await publishInTransaction(fixture, first, [{ outbox: 'events', payload: 1, groupKey: 'g' }]);
+    await expect(instance(table, { relay, partitions: 4, reconfigure: true }).start()).rejects.toMatchObject({
+      code: 'CONFIGURATION_MISMATCH',
+      message: expect.stringMatching(/while 1 messages are pending/),
+    });
+    const forced = instance(table, { relay, partitions: 4, reconfigure: 'force' });
+    await forced.start();
+    await forced.stop();
+    const recorded = await fixture.query(`SELECT partitions FROM ${table}_config WHERE outbox = 'events'`);
+    expect(recorded[0]!.partitions).toBe(4);
+  });
+
+  test('rows in partitions no worker reads are reported as orphaned', async () => {
+    const table = newTable();
+    const wide = instance(table, { partitions: 8 }, { relay: false });
+    await wide.migrate();
+    await publishInTransaction(
+      fixture,
+      wide,
+      Array.from({ length: 40 }, (_, i) => ({ outbox: 'events', payload: i, groupKey: `g${i}` })),
+    );
+    const narrow = instance(table, { partitions: 2 }, { relay: false });
+    const counts = await narrow.counts('events');
+    const expected = await fixture.query(`SELECT count(*)::int AS n FROM ${table} WHERE partition >= 2`);
+    expect(counts.orphaned).toBe(expected[0]!.n);
+    expect(counts.orphaned).toBeGreaterThan(0);
+    expect(counts.relaySeenAt).toBeNull();
+  });
+
+  test('counts() warns about a silent backlog: messages pending and no relaying node seen', async () => {
+    const table = newTable();
+    const warnings: string[] = [];
+    const logger = {
+      debug() {},
+      info() {},
+      warn: (message: string) => void warnings.push(message),
+      error() {},
+    };
+    const node = instance(table, {}, { relay: false, logger });
+    await node.migrate();
+    await publishInTransaction(fixture, node, [{ outbox: 'events', payload: 1 }]);
+    await node.counts('events');
+    expect(warnings.some((w) => /no relaying node has been seen/.test(w))).toBe(true);
+  });
+});
