@@ -19,8 +19,16 @@ const OrderPlaced = defineMessage<{ orderId: number; total: number }>({
   type: 'OrderPlaced',
   groupKey: (event) => `order:${event.orderId}`,
 });
-const OrderPaid = defineMessage<{ orderId: number }>({ outbox: 'orders', type: 'OrderPaid', groupKey: (e) => `order:${e.orderId}` });
-const OrderShipped = defineMessage<{ orderId: number }>({ outbox: 'orders', type: 'OrderShipped', groupKey: (e) => `order:${e.orderId}` });
+const OrderPaid = defineMessage<{ orderId: number }>({
+  outbox: 'orders',
+  type: 'OrderPaid',
+  groupKey: (e) => `order:${e.orderId}`,
+});
+const OrderShipped = defineMessage<{ orderId: number }>({
+  outbox: 'orders',
+  type: 'OrderShipped',
+  groupKey: (e) => `order:${e.orderId}`,
+});
 
 export interface DemoResult {
   orders: number;
@@ -30,7 +38,9 @@ export interface DemoResult {
   counts: { pending: number; delivered: number; dead: number };
 }
 
-export async function main(options: { orders?: number; failureRate?: number; quiet?: boolean } = {}): Promise<DemoResult> {
+export async function main(
+  options: { orders?: number; failureRate?: number; quiet?: boolean } = {},
+): Promise<DemoResult> {
   const orderCount = options.orders ?? 200;
   const failureRate = options.failureRate ?? 0.2;
   const log = options.quiet ? () => undefined : (line: string) => process.stdout.write(`${line}\n`);
@@ -41,10 +51,11 @@ export async function main(options: { orders?: number; failureRate?: number; qui
 
   // The downstream service: refuses ~20% of calls, and records what it accepted.
   let random = 12345;
-  const nextRandom = () => ((random = (random * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+  const nextRandom = () => (random = (random * 1103515245 + 12345) % 2 ** 31) / 2 ** 31;
   const received = new Map<string, string[]>();
   const relay = functionRelay(async (event: Envelope) => {
-    if (nextRandom() < failureRate) throw new Error(`503 from billing-service for ${event.type} #${event.id}`);
+    if (nextRandom() < failureRate)
+      throw new Error(`503 from billing-service for ${event.type} #${event.id}`);
     const list = received.get(event.groupKey!) ?? [];
     list.push(event.type!);
     received.set(event.groupKey!, list);
@@ -53,7 +64,12 @@ export async function main(options: { orders?: number; failureRate?: number; qui
   let retries = 0;
   const onRetry = (message: unknown) => {
     retries += 1;
-    const { id, attempts, error, delay } = message as { id: number; attempts: number; error: string; delay: number };
+    const { id, attempts, error, delay } = message as {
+      id: number;
+      attempts: number;
+      error: string;
+      delay: number;
+    };
     if (retries <= 5) log(`  retry  #${id} attempt ${attempts} failed (${error}); next try in ${delay} ms`);
     if (retries === 6) log('  … (more retries, same story)');
   };
@@ -66,7 +82,9 @@ export async function main(options: { orders?: number; failureRate?: number; qui
   try {
     await outboxer.migrate();
     await outboxer.start();
-    log(`Placing ${orderCount} orders; each publishes OrderPlaced, OrderPaid, OrderShipped in its own transactions.`);
+    log(
+      `Placing ${orderCount} orders; each publishes OrderPlaced, OrderPaid, OrderShipped in its own transactions.`,
+    );
 
     const placeOrder = db.transaction((id: number) => {
       const total = 1000 + id;
@@ -92,7 +110,8 @@ export async function main(options: { orders?: number; failureRate?: number; qui
     }
     for (let id = 1; id <= orderCount; id += 1) updateOrder(id, 'shipped');
 
-    while ((await outboxer.counts('orders')).pending > 0) await new Promise((resolve) => setTimeout(resolve, 50));
+    while ((await outboxer.counts('orders')).pending > 0)
+      await new Promise((resolve) => setTimeout(resolve, 50));
     await outboxer.stop();
 
     const expected = ['OrderPlaced', 'OrderPaid', 'OrderShipped'];
@@ -105,7 +124,9 @@ export async function main(options: { orders?: number; failureRate?: number; qui
     }
     const counts = await outboxer.counts('orders');
     log('');
-    log(`Delivered ${delivered} events for ${received.size} orders after ${retries} failed attempts were retried.`);
+    log(
+      `Delivered ${delivered} events for ${received.size} orders after ${retries} failed attempts were retried.`,
+    );
     log(`Orders whose events arrived out of order: ${outOfOrder}.`);
     log(`Phantom events from the rolled-back checkout: ${received.has(`order:${orderCount + 1}`) ? 1 : 0}.`);
     log(`Final counts: ${JSON.stringify(counts)}`);

@@ -53,7 +53,11 @@ test('signing up publishes UserSignedUp, delivered by drain()', async () => {
   const result = await outboxer.drain();
 
   expect(result.delivered).toHaveLength(1);
-  expect(sentEmails[0]).toMatchObject({ type: 'UserSignedUp', groupKey: `user:${userId}`, payload: { userId, email: 'ada@example.com' } });
+  expect(sentEmails[0]).toMatchObject({
+    type: 'UserSignedUp',
+    groupKey: `user:${userId}`,
+    payload: { userId, email: 'ada@example.com' },
+  });
   expect(await outboxer.counts('users')).toMatchObject({ pending: 0, delivered: 0, dead: 0 });
 });
 

@@ -10,11 +10,17 @@ const root = resolve(import.meta.dirname, '..');
 
 function markdownFiles(dir: string): string[] {
   return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? markdownFiles(join(dir, entry.name)) : entry.name.endsWith('.md') ? [join(dir, entry.name)] : [],
+    entry.isDirectory()
+      ? markdownFiles(join(dir, entry.name))
+      : entry.name.endsWith('.md')
+        ? [join(dir, entry.name)]
+        : [],
   );
 }
 
-const docs = ['README.md', 'CHANGELOG.md', ...markdownFiles('docs')].filter((file) => existsSync(join(root, file)));
+const docs = ['README.md', 'CHANGELOG.md', ...markdownFiles('docs')].filter((file) =>
+  existsSync(join(root, file)),
+);
 
 describe.each(docs)('%s', (file) => {
   const text = readFileSync(join(root, file), 'utf8');
