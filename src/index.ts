@@ -2,7 +2,13 @@
  * outboxer: the transactional outbox for Node.js and TypeScript.
  * @packageDocumentation
  */
-export { Outboxer, type OutboxerOptions, type Counts, type PublishInput } from './core/outboxer.js';
+export {
+  Outboxer,
+  type OutboxerOptions,
+  type Counts,
+  type BlockedGroup,
+  type PublishInput,
+} from './core/outboxer.js';
 export type { OutboxOptions, Ordering, Retention, ResolvedOutbox } from './core/options.js';
 export type { PublishOptions } from './core/encoding.js';
 export {

@@ -93,6 +93,8 @@ export interface PollParams {
   readonly afterId: number;
   /** Treat retries due before this time as due; `null` = now; `Infinity` = all (manual testing). */
   readonly dueBefore: Date | null | 'infinity';
+  /** `onDead: 'park'`: a dead message blocks its group like a retrying one. */
+  readonly parkDead: boolean;
 }
 
 export interface FailedMessage {
@@ -112,6 +114,7 @@ export interface SettleParams {
   readonly keep: boolean;
   /** Lease renewal, milliseconds. */
   readonly ttl: number;
+  readonly parkDead: boolean;
 }
 
 export interface AcquireParams {
@@ -145,7 +148,13 @@ export interface Dialect {
   insert(table: QualifiedName, rows: readonly InsertRow[], options: InsertOptions): SqlQuery;
   poll(table: QualifiedName, params: PollParams): SqlQuery;
   /** Moves ready messages of blocked groups out of the poll's way (`held`), re-checking the block. */
-  hold(table: QualifiedName, outbox: string, ids: readonly number[], groups: readonly string[]): SqlQuery;
+  hold(
+    table: QualifiedName,
+    outbox: string,
+    ids: readonly number[],
+    groups: readonly string[],
+    parkDead: boolean,
+  ): SqlQuery;
   /** The earliest retry time of a partition, to sleep no longer than needed. */
   nextRetryAt(table: QualifiedName, outbox: string, partition: number): SqlQuery;
   /** Statements, in one transaction, that acknowledge, retry, dead-letter and unblock, fenced on the lease. */
@@ -172,10 +181,18 @@ export interface Dialect {
   /** The oldest server version the SQL needs, in the same form, and its name for messages. */
   readonly minimumVersion: { readonly number: number; readonly name: string };
   list(table: QualifiedName, outbox: string, which: 'pending' | 'dead', limit: number): SqlQuery;
-  retryDead(table: QualifiedName, outbox: string, ids: readonly number[] | undefined): SqlQuery;
+  /** Dead messages back to pending; with `parkDead`, as due retries, so they still block their group until delivered. */
+  retryDead(
+    table: QualifiedName,
+    outbox: string,
+    ids: readonly number[] | undefined,
+    parkDead: boolean,
+  ): SqlQuery;
   discard(table: QualifiedName, outbox: string, ids: readonly number[]): SqlQuery;
   /** Releases held messages whose group no longer has a blocking head (after an admin change). */
-  releaseOrphanedHolds(table: QualifiedName, outbox: string): SqlQuery;
+  releaseOrphanedHolds(table: QualifiedName, outbox: string, parkDead: boolean): SqlQuery;
+  /** Groups held by a retrying (or parked dead) head, oldest head first. */
+  blockedGroups(table: QualifiedName, outbox: string, limit: number, parkDead: boolean): SqlQuery;
   /** Deletes one batch of delivered rows older than the retention window; the last statement returns `pruned`. */
   prune(table: QualifiedName, outbox: string, olderThanSeconds: number, limit: number): SqlQuery[];
   /** Reads a row of {@link poll} or {@link list} into an envelope. */
@@ -193,6 +210,7 @@ export interface PolledEnvelope {
   readonly attempts: number;
   readonly lastError: string | null;
   readonly nextAttemptAt: Date | null;
+  readonly failingSince: Date | null;
   readonly insertedAt: Date;
   /** Internal: the status the message had when read. */
   readonly status: number;

@@ -29,6 +29,19 @@ export interface OutboxOptions {
   deliveryTimeout?: number;
   /** Failures before a message goes dead. Default `Infinity` (strict: retried forever). */
   maxAttempts?: number;
+  /**
+   * In strict mode, the longest a message may keep failing (milliseconds since its first failure)
+   * before it goes dead anyway, so an outage does not burn a retry budget (`maxAttempts` counts
+   * failures, this counts time) and a poison message does not block its group forever.
+   * Default `Infinity`.
+   */
+  maxRetryDuration?: number;
+  /**
+   * What a dead message does to its group. `'continue'` (default): the group moves on, with a gap
+   * in its order. `'park'`: the group stops behind it; its later messages wait (held) until
+   * `retryDead()` redelivers the dead message first, in order, or `discard()` removes it.
+   */
+  onDead?: 'continue' | 'park';
   /** Exponential backoff between attempts in milliseconds, with jitter. Default `{ min: 1000, max: 60000 }`. */
   backoff?: { min?: number; max?: number };
   /** Default `'delete'`. `{ keep: seconds }` marks delivered rows and prunes them later. */
@@ -61,6 +74,8 @@ export interface ResolvedOutbox {
   readonly pollInterval: number;
   readonly deliveryTimeout: number;
   readonly maxAttempts: number;
+  readonly maxRetryDuration: number;
+  readonly onDead: 'continue' | 'park';
   readonly backoff: { readonly min: number; readonly max: number };
   readonly retention: 'delete' | { readonly keep: number };
   readonly pruneInterval: number;
@@ -90,6 +105,8 @@ const OUTBOX_KEYS = [
   'pollInterval',
   'deliveryTimeout',
   'maxAttempts',
+  'maxRetryDuration',
+  'onDead',
   'backoff',
   'retention',
   'pruneInterval',
@@ -214,6 +231,8 @@ export function resolveOutbox(
     pollInterval: integerOption(`${path}.pollInterval`, raw.pollInterval, 1000, 1, MAX_MS),
     deliveryTimeout: integerOption(`${path}.deliveryTimeout`, raw.deliveryTimeout, 300_000, 1, MAX_MS),
     maxAttempts: resolveMaxAttempts(`${path}.maxAttempts`, raw.maxAttempts),
+    maxRetryDuration: resolveMaxRetryDuration(`${path}.maxRetryDuration`, raw.maxRetryDuration),
+    onDead: resolveOnDead(`${path}.onDead`, raw.onDead, ordering),
     backoff: resolveBackoff(`${path}.backoff`, raw.backoff),
     retention: resolveRetention(`${path}.retention`, raw.retention),
     pruneInterval: integerOption(`${path}.pruneInterval`, raw.pruneInterval, 60_000, 1, MAX_MS),
@@ -229,6 +248,19 @@ function resolveReconfigure(path: string, value: unknown): boolean | 'force' {
   if (value === undefined) return false;
   if (value === true || value === false || value === 'force') return value;
   throw invalidOption(path, "true, false or 'force'", value);
+}
+
+function resolveMaxRetryDuration(path: string, value: unknown): number {
+  if (value === undefined || value === Infinity) return Infinity;
+  return integerOption(path, value, Infinity, 0, Number.MAX_SAFE_INTEGER);
+}
+
+function resolveOnDead(path: string, value: unknown, ordering: Ordering): 'continue' | 'park' {
+  const onDead = oneOf(path, value, ['continue', 'park'], 'continue');
+  if (onDead === 'park' && ordering === 'none') {
+    throw invalidOption(path, "'continue' when ordering is 'none' (there is no group to park)", value);
+  }
+  return onDead;
 }
 
 function resolveMaxAttempts(path: string, value: unknown): number {

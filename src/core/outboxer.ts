@@ -45,6 +45,23 @@ export interface OutboxerOptions<Tx, Sync extends boolean> {
   logger?: Logger;
 }
 
+/** A group held back by its head; see {@link Outboxer.blockedGroups}. */
+export interface BlockedGroup {
+  groupKey: string;
+  /** The message holding the group back. */
+  headId: number;
+  /** True when the head is dead and the outbox parks its group (`onDead: 'park'`). */
+  parked: boolean;
+  attempts: number;
+  lastError: string | null;
+  /** When the head first failed. */
+  blockedSince: Date | null;
+  /** When the head is tried again (`null` for a parked head). */
+  nextAttemptAt: Date | null;
+  /** Messages of the group waiting behind the head. */
+  waiting: number;
+}
+
 export interface Counts {
   /** Waiting for delivery: ready, retrying, or held behind a retrying message of their group. */
   pending: number;
@@ -507,6 +524,38 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     }
   }
 
+  /**
+   * Groups held back by their head: a message waiting for its retry, or (with `onDead: 'park'`)
+   * a dead one. Oldest head first. Counting what waits behind each head reads the group's pending
+   * rows: an operator's call, not a per-request one.
+   *
+   * @example
+   * for (const g of await outboxer.blockedGroups('orders')) {
+   *   console.log(`${g.groupKey}: #${g.headId} failing since ${g.blockedSince} (${g.attempts}×, ${g.waiting} waiting): ${g.lastError}`);
+   * }
+   */
+  async blockedGroups(outbox: string, options: { limit?: number } = {}): Promise<BlockedGroup[]> {
+    const o = this.outbox(outbox);
+    const limit = options.limit ?? 100;
+    if (!Number.isInteger(limit) || limit < 1) throw invalidOption('limit', 'a positive integer', limit);
+    const rows = await this.adapter.execute(
+      this.adapter.dialect.blockedGroups(o.table, o.name, limit, o.onDead === 'park'),
+    );
+    return rows.map((row) => {
+      const envelope = this.adapter.dialect.toEnvelope(row, o.name);
+      return {
+        groupKey: envelope.groupKey!,
+        headId: envelope.id,
+        parked: envelope.status === 3,
+        attempts: envelope.attempts,
+        lastError: envelope.lastError,
+        blockedSince: envelope.failingSince,
+        nextAttemptAt: envelope.nextAttemptAt,
+        waiting: Number(row.waiting),
+      };
+    });
+  }
+
   /** Messages waiting for delivery (ready, retrying or held), oldest first. */
   listPending(outbox: string, options: { limit?: number } = {}): Promise<Envelope[]> {
     return this.list(outbox, 'pending', options.limit);
@@ -535,7 +584,9 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   async retryDead(outbox: string, options: { ids?: readonly number[] } = {}): Promise<number> {
     const o = this.outbox(outbox);
     const ids = options.ids === undefined ? undefined : checkIds(options.ids);
-    const rows = await this.adapter.execute(this.adapter.dialect.retryDead(o.table, o.name, ids));
+    const rows = await this.adapter.execute(
+      this.adapter.dialect.retryDead(o.table, o.name, ids, o.onDead === 'park'),
+    );
     return rows.length;
   }
 
@@ -545,7 +596,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     const { dialect } = this.adapter;
     const [removed] = await this.adapter.executeAtomically([
       dialect.discard(o.table, o.name, checkIds(ids)),
-      dialect.releaseOrphanedHolds(o.table, o.name),
+      dialect.releaseOrphanedHolds(o.table, o.name, o.onDead === 'park'),
     ]);
     return removed!.length;
   }

@@ -20,6 +20,8 @@ export interface Envelope<P = unknown> {
   readonly lastError: string | null;
   /** When the next attempt is due, or `null` when it is due now. */
   readonly nextAttemptAt: Date | null;
+  /** When its current run of failures began (its first failure since it was published or revived), or `null`. */
+  readonly failingSince: Date | null;
   readonly insertedAt: Date;
 }
 

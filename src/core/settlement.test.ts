@@ -26,6 +26,7 @@ function message(groupKey: string | null, extra: Partial<PolledEnvelope> = {}): 
     attempts: 0,
     lastError: null,
     nextAttemptAt: null,
+    failingSince: null,
     insertedAt: new Date(),
     status: 0,
     blocked: false,

@@ -12,6 +12,8 @@ export interface Settlement {
   /** Messages left untouched because an earlier message of their group failed in this batch. */
   readonly skipped: PolledEnvelope[];
   readonly unblockedGroups: string[];
+  /** Failed messages whose group is held back from now on (first failure of a group's head, or a parked head). */
+  readonly newlyBlocked: PolledEnvelope[];
 }
 
 /** Turns whatever `relay.deliver` produced into one outcome per message. */
@@ -43,7 +45,15 @@ export function planSettlement(
   maxErrorLength: number,
   random: () => number = Math.random,
 ): Settlement {
-  const settlement: Settlement = { delivered: [], failed: [], skipped: [], unblockedGroups: [] };
+  const settlement: Settlement = {
+    delivered: [],
+    failed: [],
+    skipped: [],
+    unblockedGroups: [],
+    newlyBlocked: [],
+  };
+  const park = outbox.onDead === 'park';
+  const now = Date.now();
   const failedKeys = new Set<string>();
   const unblocked = new Set<string>();
   const groupMode = outbox.ordering === 'group';
@@ -70,7 +80,9 @@ export function planSettlement(
     const failures = envelope.attempts + 1;
     const permanent = isPermanent(outcome.error);
     const strict = outbox.maxAttempts === Infinity;
-    const dead = failures >= outbox.maxAttempts || (permanent && !strict);
+    const failingFor = now - (envelope.failingSince?.getTime() ?? now);
+    const dead =
+      failures >= outbox.maxAttempts || (permanent && !strict) || failingFor >= outbox.maxRetryDuration;
     const delay =
       retryAfterOf(outcome.error, Math.min(outbox.backoff.min, 1000)) ??
       (permanent ? outbox.backoff.max : backoffDelay(failures, outbox.backoff, random));
@@ -82,7 +94,10 @@ export function planSettlement(
       envelope,
       cause: outcome.error,
     });
-    if (dead && groupMode && envelope.groupKey !== null) unblocked.add(envelope.groupKey);
+    if (groupMode && envelope.groupKey !== null) {
+      if (dead && !park) unblocked.add(envelope.groupKey);
+      else if (envelope.status !== Status.retry) settlement.newlyBlocked.push(envelope);
+    }
   });
   settlement.unblockedGroups.push(...unblocked);
   return settlement;

@@ -10,6 +10,8 @@ export const channels = {
   batchStop: diagnostics.channel('outboxer:batch:stop'),
   messageRetry: diagnostics.channel('outboxer:message:retry'),
   messageDead: diagnostics.channel('outboxer:message:dead'),
+  groupBlocked: diagnostics.channel('outboxer:group:blocked'),
+  groupUnblocked: diagnostics.channel('outboxer:group:unblocked'),
   prune: diagnostics.channel('outboxer:prune'),
   leaseAcquired: diagnostics.channel('outboxer:lease:acquired'),
   leaseReleased: diagnostics.channel('outboxer:lease:released'),

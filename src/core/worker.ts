@@ -77,6 +77,7 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
       limit,
       afterId: cursor.next(),
       dueBefore: options.dueBefore,
+      parkDead: outbox.onDead === 'park',
     }),
   );
   const polled = rows.map((row) => dialect.toEnvelope(row, outbox.name));
@@ -94,6 +95,7 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
         outbox.name,
         blocked.map((m) => m.id),
         groups,
+        outbox.onDead === 'park',
       ),
     );
     // A row whose blocking head went away meanwhile stays ready: poll it again.
@@ -257,6 +259,7 @@ async function settle(
     unblockedGroups: settlement.unblockedGroups,
     keep: outbox.retention !== 'delete',
     ttl: deps.leaseTimeout,
+    parkDead: outbox.onDead === 'park',
   });
   const results = await adapter.executeAtomically(statements);
   if (results[0]!.length === 0) {
@@ -272,11 +275,30 @@ async function settle(
     });
     return false;
   }
+  for (const groupKey of settlement.unblockedGroups) {
+    emit(channels.groupUnblocked, () => ({
+      instance: deps.instance,
+      outbox: outbox.name,
+      partition: lease.partition,
+      groupKey,
+    }));
+  }
   if (settlement.unblockedGroups.length > 0) {
     const released = results[results.length - 1]!.map((row) => Number(row.id));
     if (released.length > 0) cursor.rewind(Math.min(...released) - 1);
   }
   for (const failure of settlement.failed) {
+    if (settlement.newlyBlocked.includes(failure.envelope)) {
+      emit(channels.groupBlocked, () => ({
+        instance: deps.instance,
+        outbox: outbox.name,
+        partition: lease.partition,
+        groupKey: failure.envelope.groupKey,
+        headId: failure.id,
+        parked: failure.dead,
+        error: failure.error,
+      }));
+    }
     const channel = failure.dead ? channels.messageDead : channels.messageRetry;
     emit(channel, () => ({
       instance: deps.instance,

@@ -21,7 +21,12 @@ import { parseJsonColumn, parseHeaders } from '../shared/columns.js';
  */
 
 const MS = `* interval '1 millisecond'`;
-const COLUMNS = `id, partition, group_key, type, payload::text AS payload, headers::text AS headers, attempts, last_error, next_attempt_at, inserted_at, status`;
+const COLUMNS = `id, partition, group_key, type, payload::text AS payload, headers::text AS headers, attempts, last_error, next_attempt_at, failing_since, inserted_at, status`;
+
+/** The statuses that hold a group back: a retrying message, and a dead one when dead messages park their group. */
+function blocking(parkDead: boolean): string {
+  return parkDead ? 'IN (1, 3)' : '= 1';
+}
 
 function tables(table: QualifiedName) {
   return {
@@ -108,7 +113,7 @@ function poll(table: QualifiedName, params: PollParams): SqlQuery {
     // Reads the retry index (outbox, partition, next_attempt_at) WHERE status = 1, then the ready index.
     return {
       text: `WITH head AS (
-  SELECT id, next_attempt_at FROM ${messages} WHERE outbox = $1 AND partition = $2 AND status = 1 ORDER BY id LIMIT 1
+  SELECT id, next_attempt_at FROM ${messages} WHERE outbox = $1 AND partition = $2 AND status ${blocking(params.parkDead)} ORDER BY id LIMIT 1
 )
 SELECT ${COLUMNS}, false AS blocked FROM ${messages}
 WHERE id = (SELECT id FROM head WHERE next_attempt_at <= ${due})
@@ -125,7 +130,7 @@ ORDER BY id`,
   // (outbox, group_key) WHERE status = 1.
   const blocked =
     params.ordering === 'group'
-      ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1))`
+      ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status ${blocking(params.parkDead)}))`
       : 'false';
   return {
     text: `SELECT ${COLUMNS}, blocked FROM (
@@ -146,6 +151,7 @@ function hold(
   outbox: string,
   ids: readonly number[],
   groups: readonly string[],
+  parkDead: boolean,
 ): SqlQuery {
   const { messages } = tables(table);
   // FOR SHARE on the blocking heads: a concurrent settle that removes a head waits for this
@@ -153,7 +159,7 @@ function hold(
   // first is not found, and nothing is held.
   return {
     text: `WITH heads AS (
-  SELECT group_key FROM ${messages} WHERE outbox = $1 AND status = 1 AND group_key = ANY($2::text[]) FOR SHARE
+  SELECT group_key FROM ${messages} WHERE outbox = $1 AND status ${blocking(parkDead)} AND group_key = ANY($2::text[]) FOR SHARE
 )
 UPDATE ${messages} SET status = 2
 WHERE id = ANY($3::bigint[]) AND status = 0 AND group_key IN (SELECT group_key FROM heads)
@@ -193,7 +199,8 @@ function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
     statements.push({
       text: `UPDATE ${messages} AS m SET attempts = m.attempts + 1, last_error = f.error,
   status = CASE WHEN f.dead THEN 3 ELSE 1 END,
-  next_attempt_at = CASE WHEN f.dead THEN NULL ELSE now() + f.delay ${MS} END
+  next_attempt_at = CASE WHEN f.dead THEN NULL ELSE now() + f.delay ${MS} END,
+  failing_since = coalesce(m.failing_since, now())
 FROM unnest($5::bigint[], $6::text[], $7::boolean[], $8::float8[]) AS f(id, error, dead, delay)
 WHERE m.id = f.id AND m.outbox = $1 AND m.status < 3 AND ${fence(leases)}`,
       values: [
@@ -207,17 +214,22 @@ WHERE m.id = f.id AND m.outbox = $1 AND m.status < 3 AND ${fence(leases)}`,
   }
   if (params.unblockedGroups.length > 0) {
     // A separate statement, so it sees rows held by a concurrent poll that our head change waited for.
-    statements.push(unhold(messages, params.lease.outbox, params.unblockedGroups));
+    statements.push(unhold(messages, params.lease.outbox, params.unblockedGroups, params.parkDead));
   }
   return statements;
 }
 
-function unhold(messages: string, outbox: string, groups: readonly string[] | undefined): SqlQuery {
+function unhold(
+  messages: string,
+  outbox: string,
+  groups: readonly string[] | undefined,
+  parkDead: boolean,
+): SqlQuery {
   const groupFilter = groups === undefined ? '' : 'AND m.group_key = ANY($2::text[])';
   return {
     text: `UPDATE ${messages} AS m SET status = 0
 WHERE m.outbox = $1 AND m.status = 2 ${groupFilter}
-  AND NOT EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1)
+  AND NOT EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status ${blocking(parkDead)})
 RETURNING m.id`,
     values: groups === undefined ? [outbox] : [outbox, groups],
   };
@@ -291,7 +303,10 @@ FROM ${messages} WHERE outbox = $1`,
 
 function readConfiguration(table: QualifiedName, outbox: string): SqlQuery {
   const config = quoteName(companion(table, 'config'));
-  return { text: `SELECT partitions, ordering, serialize_writes FROM ${config} WHERE outbox = $1`, values: [outbox] };
+  return {
+    text: `SELECT partitions, ordering, serialize_writes FROM ${config} WHERE outbox = $1`,
+    values: [outbox],
+  };
 }
 
 function writeConfiguration(table: QualifiedName, outbox: string, c: RecordedConfiguration): SqlQuery {
@@ -312,12 +327,32 @@ function list(table: QualifiedName, outbox: string, which: 'pending' | 'dead', l
   };
 }
 
-function retryDead(table: QualifiedName, outbox: string, ids: readonly number[] | undefined): SqlQuery {
+function retryDead(
+  table: QualifiedName,
+  outbox: string,
+  ids: readonly number[] | undefined,
+  parkDead: boolean,
+): SqlQuery {
   const { messages } = tables(table);
   const idFilter = ids === undefined ? '' : 'AND id = ANY($2::bigint[])';
+  // A parked message comes back as a due retry, so its group stays held until it is delivered.
+  const status = parkDead ? 'CASE WHEN group_key IS NULL THEN 0 ELSE 1 END' : '0';
+  const next = parkDead ? 'CASE WHEN group_key IS NULL THEN NULL ELSE now() END' : 'NULL';
   return {
-    text: `UPDATE ${messages} SET status = 0, attempts = 0, next_attempt_at = NULL WHERE outbox = $1 AND status = 3 ${idFilter} RETURNING id`,
+    text: `UPDATE ${messages} SET status = ${status}, attempts = 0, next_attempt_at = ${next}, failing_since = NULL WHERE outbox = $1 AND status = 3 ${idFilter} RETURNING id`,
     values: ids === undefined ? [outbox] : [outbox, ids],
+  };
+}
+
+function blockedGroups(table: QualifiedName, outbox: string, limit: number, parkDead: boolean): SqlQuery {
+  const { messages } = tables(table);
+  // Heads from the _blocking index; the waiting count reads the group's pending rows.
+  return {
+    text: `SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since,
+  (SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (0, 2) AND w.id > h.id) AS waiting
+FROM ${messages} h WHERE h.outbox = $1 AND h.group_key IS NOT NULL AND h.status ${blocking(parkDead)}
+ORDER BY h.id LIMIT $2`,
+    values: [outbox, limit],
   };
 }
 
@@ -356,6 +391,7 @@ function toEnvelope(row: Row, outbox: string): PolledEnvelope {
     attempts: Number(row.attempts),
     lastError: (row.last_error as string | null) ?? null,
     nextAttemptAt: (row.next_attempt_at as Date | null) ?? null,
+    failingSince: (row.failing_since as Date | null) ?? null,
     insertedAt: row.inserted_at as Date,
     status: Number(row.status),
     blocked: row.blocked === true,
@@ -394,7 +430,9 @@ export const postgresDialect: Dialect = Object.freeze({
   list,
   retryDead,
   discard,
-  releaseOrphanedHolds: (table: QualifiedName, outbox: string) => unhold(quoteName(table), outbox, undefined),
+  releaseOrphanedHolds: (table: QualifiedName, outbox: string, parkDead: boolean) =>
+    unhold(quoteName(table), outbox, undefined, parkDead),
+  blockedGroups,
   prune,
   toEnvelope,
 });

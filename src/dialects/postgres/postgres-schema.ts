@@ -5,7 +5,7 @@ import { companion, quoteName, type QualifiedName } from '../../core/identifiers
  * {@link postgresSchema} for users' own migration tools.
  *
  * Status: 0 ready, 1 retry (waiting for `next_attempt_at`, blocks its group), 2 held (behind a
- * retrying head of its group), 3 dead, 4 delivered (kept for `retention.keep`). Every index is
+ * retrying or parked head of its group), 3 dead (blocks its group with `onDead: 'park'`), 4 delivered (kept for `retention.keep`). Every index is
  * partial, so each holds only the rows one query needs: the poll reads `_ready` and `_retry`, never
  * the held backlog of a blocked group.
  */
@@ -31,12 +31,14 @@ export function postgresSchema(table: QualifiedName): string[] {
   attempts integer NOT NULL DEFAULT 0,
   last_error text,
   next_attempt_at timestamptz,
+  failing_since timestamptz,
   inserted_at timestamptz NOT NULL DEFAULT now(),
   delivered_at timestamptz
 ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0, autovacuum_analyze_scale_factor = 0, autovacuum_analyze_threshold = 1000)`,
     `CREATE INDEX IF NOT EXISTS "${name}_ready" ON ${t} (outbox, partition, id) WHERE status = 0`,
     `CREATE INDEX IF NOT EXISTS "${name}_retry" ON ${t} (outbox, partition, next_attempt_at) WHERE status = 1`,
-    `CREATE INDEX IF NOT EXISTS "${name}_blocking" ON ${t} (outbox, group_key) WHERE status = 1`,
+    // Retrying messages, and dead ones (which block their group when an outbox parks them).
+    `CREATE INDEX IF NOT EXISTS "${name}_blocking" ON ${t} (outbox, group_key) WHERE status IN (1, 3)`,
     `CREATE INDEX IF NOT EXISTS "${name}_held" ON ${t} (outbox, group_key, id) WHERE status = 2`,
     `CREATE INDEX IF NOT EXISTS "${name}_dead" ON ${t} (outbox, id) WHERE status = 3`,
     `CREATE INDEX IF NOT EXISTS "${name}_delivered" ON ${t} (outbox, id) WHERE status = 4`,

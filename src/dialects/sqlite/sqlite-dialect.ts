@@ -20,7 +20,12 @@ import { sqliteSchema } from './sqlite-schema.js';
  * parameter read with `json_each`. SQLite has one writer at a time, so no row locks are needed.
  */
 
-const COLUMNS = `id, partition, group_key, type, payload, headers, attempts, last_error, next_attempt_at, inserted_at, status`;
+const COLUMNS = `id, partition, group_key, type, payload, headers, attempts, last_error, next_attempt_at, failing_since, inserted_at, status`;
+
+/** The statuses that hold a group back (see the Postgres dialect). */
+function blocking(parkDead: boolean): string {
+  return parkDead ? 'IN (1, 3)' : '= 1';
+}
 
 /** Builds text and values together so `?` placeholders always line up with their values. */
 class Sql {
@@ -81,7 +86,7 @@ function poll(table: QualifiedName, params: PollParams): SqlQuery {
   const due = dueMillis(params.dueBefore);
   if (params.ordering === 'total') {
     return sql.query(`WITH head AS (
-  SELECT id, next_attempt_at FROM ${messages} WHERE outbox = ${sql.param(lease.outbox)} AND partition = ${sql.param(lease.partition)} AND status = 1 ORDER BY id LIMIT 1
+  SELECT id, next_attempt_at FROM ${messages} WHERE outbox = ${sql.param(lease.outbox)} AND partition = ${sql.param(lease.partition)} AND status ${blocking(params.parkDead)} ORDER BY id LIMIT 1
 )
 SELECT * FROM (
   SELECT ${COLUMNS}, 0 AS blocked FROM ${messages} WHERE id = (SELECT id FROM head WHERE next_attempt_at <= ${sql.param(due)})
@@ -96,7 +101,7 @@ SELECT * FROM (
     ORDER BY next_attempt_at LIMIT ${sql.param(params.limit)})`;
   const blocked =
     params.ordering === 'group'
-      ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1))`
+      ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status ${blocking(params.parkDead)}))`
       : '0';
   const ready = `SELECT * FROM (SELECT ${COLUMNS.split(', ')
     .map((c) => `m.${c}`)
@@ -106,12 +111,18 @@ SELECT * FROM (
   return sql.query(`SELECT * FROM (${retries} UNION ALL ${ready}) ORDER BY id`);
 }
 
-function hold(table: QualifiedName, _outbox: string, ids: readonly number[]): SqlQuery {
+function hold(
+  table: QualifiedName,
+  _outbox: string,
+  ids: readonly number[],
+  _groups: readonly string[],
+  parkDead: boolean,
+): SqlQuery {
   const { messages } = tables(table);
   return {
     text: `UPDATE ${messages} AS m SET status = 2
 WHERE id IN (SELECT value FROM json_each(?)) AND status = 0
-  AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1)
+  AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status ${blocking(parkDead)})
 RETURNING id`,
     values: [JSON.stringify(ids)],
   };
@@ -147,23 +158,30 @@ function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
     const sql = new Sql();
     const text = `UPDATE ${messages} AS m SET attempts = m.attempts + 1, last_error = f.error,
   status = CASE WHEN f.dead THEN 3 ELSE 1 END,
-  next_attempt_at = CASE WHEN f.dead THEN NULL ELSE ${sql.param(now)} + f.delay END
+  next_attempt_at = CASE WHEN f.dead THEN NULL ELSE ${sql.param(now)} + f.delay END,
+  failing_since = coalesce(m.failing_since, ${sql.param(now)})
 FROM (SELECT value ->> 'id' AS id, value ->> 'error' AS error, value ->> 'dead' AS dead, value ->> 'delay' AS delay FROM json_each(${sql.json(params.failed)})) AS f
 WHERE m.id = f.id AND m.status < 3 AND ${fence(sql, leases, lease)}`;
     statements.push(sql.query(text));
   }
-  if (params.unblockedGroups.length > 0)
-    statements.push(unhold(messages, lease.outbox, params.unblockedGroups));
+  if (params.unblockedGroups.length > 0) {
+    statements.push(unhold(messages, lease.outbox, params.unblockedGroups, params.parkDead));
+  }
   return statements;
 }
 
-function unhold(messages: string, outbox: string, groups: readonly string[] | undefined): SqlQuery {
+function unhold(
+  messages: string,
+  outbox: string,
+  groups: readonly string[] | undefined,
+  parkDead: boolean,
+): SqlQuery {
   const sql = new Sql();
   const groupFilter =
     groups === undefined ? '' : `AND m.group_key IN (SELECT value FROM json_each(${sql.json(groups)}))`;
   const text = `UPDATE ${messages} AS m SET status = 0
 WHERE m.status = 2 ${groupFilter} AND m.outbox = ${sql.param(outbox)}
-  AND NOT EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = 1)
+  AND NOT EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status ${blocking(parkDead)})
 RETURNING id`;
   return sql.query(text);
 }
@@ -262,11 +280,29 @@ function list(table: QualifiedName, outbox: string, which: 'pending' | 'dead', l
   };
 }
 
-function retryDead(table: QualifiedName, outbox: string, ids: readonly number[] | undefined): SqlQuery {
-  const idFilter = ids === undefined ? '' : 'AND id IN (SELECT value FROM json_each(?))';
+function retryDead(
+  table: QualifiedName,
+  outbox: string,
+  ids: readonly number[] | undefined,
+  parkDead: boolean,
+): SqlQuery {
+  const sql = new Sql();
+  const status = parkDead ? 'CASE WHEN group_key IS NULL THEN 0 ELSE 1 END' : '0';
+  const next = parkDead ? `CASE WHEN group_key IS NULL THEN NULL ELSE ${sql.param(Date.now())} END` : 'NULL';
+  const idFilter = ids === undefined ? '' : `AND id IN (SELECT value FROM json_each(${sql.json(ids)}))`;
+  return sql.query(
+    `UPDATE ${tables(table).messages} SET status = ${status}, attempts = 0, next_attempt_at = ${next}, failing_since = NULL WHERE status = 3 ${idFilter} AND outbox = ${sql.param(outbox)} RETURNING id`,
+  );
+}
+
+function blockedGroups(table: QualifiedName, outbox: string, limit: number, parkDead: boolean): SqlQuery {
+  const { messages } = tables(table);
   return {
-    text: `UPDATE ${tables(table).messages} SET status = 0, attempts = 0, next_attempt_at = NULL WHERE outbox = ? AND status = 3 ${idFilter} RETURNING id`,
-    values: ids === undefined ? [outbox] : [outbox, JSON.stringify(ids)],
+    text: `SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since,
+  (SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (0, 2) AND w.id > h.id) AS waiting
+FROM ${messages} h WHERE h.outbox = ? AND h.group_key IS NOT NULL AND h.status ${blocking(parkDead)}
+ORDER BY h.id LIMIT ?`,
+    values: [outbox, limit],
   };
 }
 
@@ -304,6 +340,7 @@ function toEnvelope(row: Row, outbox: string): PolledEnvelope {
     attempts: Number(row.attempts),
     lastError: (row.last_error as string | null) ?? null,
     nextAttemptAt: toDate(row.next_attempt_at),
+    failingSince: toDate(row.failing_since),
     insertedAt: toDate(row.inserted_at)!,
     status: Number(row.status),
     blocked: row.blocked === 1 || row.blocked === true,
@@ -344,7 +381,9 @@ FROM (SELECT sqlite_version() || '.0' AS v, substr(sqlite_version() || '.0', ins
   list,
   retryDead,
   discard,
-  releaseOrphanedHolds: (table: QualifiedName, outbox: string) => unhold(quoteName(table), outbox, undefined),
+  releaseOrphanedHolds: (table: QualifiedName, outbox: string, parkDead: boolean) =>
+    unhold(quoteName(table), outbox, undefined, parkDead),
+  blockedGroups,
   prune,
   toEnvelope,
 });
