@@ -1,0 +1,211 @@
+/**
+ * Proves that a key lands on the same Kafka partition whoever produced it: the relay through either
+ * client, the clients on their own (kafkajs's DefaultPartitioner, @platformatic/kafka's
+ * compatibilityPartitioner) and, when the broker's jars and a JVM are on this machine, the Java
+ * client itself. Each producer writes the same keys to its own topic; a consumer reads back the
+ * partition of every key.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, expect, test } from 'vitest';
+import {
+  Admin,
+  Consumer,
+  Producer,
+  compatibilityPartitioner,
+  defaultPartitioner,
+  stringDeserializers,
+  stringSerializers,
+} from '@platformatic/kafka';
+import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import type { DeliveryOutcome, Envelope } from 'outboxer';
+import {
+  javaPartition,
+  kafkajsProducer,
+  kafkaRelay,
+  platformaticProducer,
+  type KafkaClientAdapter,
+} from 'outboxer/kafka';
+import { waitFor } from './contract.js';
+
+const BOOTSTRAP = '127.0.0.1:9092';
+const PARTITIONS = 5;
+const KEYS = [
+  ...Array.from({ length: 60 }, (_, i) => `customer-${i}`),
+  'order:42',
+  'zürich',
+  '日本語キー',
+  '😀',
+  'a',
+  'ab',
+  'abc',
+  'abcd',
+];
+const admin = new Admin({ clientId: 'outboxer-test-admin', bootstrapBrokers: [BOOTSTRAP] });
+const topics: string[] = [];
+afterAll(async () => {
+  await admin.deleteTopics({ topics }).catch(() => undefined);
+  await admin.close();
+});
+
+async function createTopic(): Promise<string> {
+  const topic = `outboxer-test-${Math.random().toString(36).slice(2, 10)}`;
+  await admin.createTopics({ topics: [topic], partitions: PARTITIONS, replicas: 1 });
+  topics.push(topic);
+  return topic;
+}
+
+/** key → partition, as a consumer sees the topic. */
+async function partitionsByKey(topic: string): Promise<Map<string, number>> {
+  const consumer = new Consumer({
+    groupId: `outboxer-reader-${topic}`,
+    clientId: 'outboxer-test-reader',
+    bootstrapBrokers: [BOOTSTRAP],
+    deserializers: stringDeserializers,
+  });
+  const stream = await consumer.consume({
+    topics: [topic],
+    mode: 'earliest',
+    autocommit: false,
+    maxWaitTime: 200,
+  });
+  const seen = new Map<string, number>();
+  stream.on('data', (message) => seen.set(message.key!, message.partition));
+  try {
+    await waitFor(() => seen.size >= KEYS.length, 20_000, `every key in ${topic}`);
+    return seen;
+  } finally {
+    await stream.close();
+    await consumer.close();
+  }
+}
+
+const envelopes = (): Envelope[] =>
+  KEYS.map((key, i) => ({
+    id: i + 1,
+    outbox: 'events',
+    type: null,
+    groupKey: key,
+    partition: 0,
+    payload: { key },
+    headers: {},
+    attempts: 0,
+    lastError: null,
+    nextAttemptAt: null,
+    failingSince: null,
+    insertedAt: new Date(),
+  }));
+
+async function viaRelay(adapter: KafkaClientAdapter, topic: string): Promise<void> {
+  const relay = kafkaRelay({ producer: adapter, topic });
+  await relay.start!();
+  const outcomes = (await relay.deliver(envelopes(), {
+    outbox: 'events',
+    partition: 0,
+    ordering: 'group',
+    signal: new AbortController().signal,
+  })) as DeliveryOutcome[];
+  expect(outcomes.every((o) => o.ok)).toBe(true);
+}
+
+const kafka = new Kafka({ clientId: 'outboxer-test', brokers: [BOOTSTRAP], logLevel: logLevel.NOTHING });
+const platformatic = new Producer({
+  clientId: 'outboxer-test',
+  bootstrapBrokers: [BOOTSTRAP],
+  idempotent: true,
+});
+const kafkajs = kafka.producer({
+  idempotent: true,
+  maxInFlightRequests: 1,
+  createPartitioner: Partitioners.DefaultPartitioner,
+});
+const kafkajsAdmin = kafka.admin();
+afterAll(async () => {
+  await platformatic.close();
+  await kafkajs.disconnect();
+  await kafkajsAdmin.disconnect();
+});
+
+const producers: Record<string, (topic: string) => Promise<void>> = {
+  'the relay through @platformatic/kafka': (topic) => viaRelay(platformaticProducer(platformatic), topic),
+  'the relay through kafkajs': (topic) => viaRelay(kafkajsProducer(kafkajs, { admin: kafkajsAdmin }), topic),
+  'kafkajs with Partitioners.DefaultPartitioner': async (topic) => {
+    await kafkajs.connect();
+    await kafkajs.send({ topic, acks: -1, messages: KEYS.map((key) => ({ key, value: key })) });
+  },
+  '@platformatic/kafka with compatibilityPartitioner': async (topic) => {
+    const producer = new Producer({
+      clientId: 'outboxer-test-compat',
+      bootstrapBrokers: [BOOTSTRAP],
+      serializers: stringSerializers,
+      partitioner: compatibilityPartitioner,
+    });
+    try {
+      await producer.send({ messages: KEYS.map((key) => ({ topic, key, value: key })) });
+    } finally {
+      await producer.close();
+    }
+  },
+};
+
+const expected = new Map(KEYS.map((key) => [key, javaPartition(key, PARTITIONS)]));
+const seen = new Map<string, Map<string, number>>();
+
+beforeAll(async () => {
+  for (const [name, produce] of Object.entries(producers)) {
+    const topic = await createTopic();
+    await produce(topic);
+    seen.set(name, await partitionsByKey(topic));
+  }
+});
+
+test.each(Object.keys(producers))('%s puts every key on the Java partition', (name) => {
+  expect(seen.get(name)).toEqual(expected);
+});
+
+test("@platformatic/kafka's default partitioner is not Java-compatible (why the relay chooses partitions itself)", () => {
+  const differ = KEYS.filter(
+    (key) => defaultPartitioner({ topic: 't' }, Buffer.from(key)) % PARTITIONS !== expected.get(key),
+  );
+  expect(differ.length).toBeGreaterThan(0);
+});
+
+const libs = join(
+  process.env.OUTBOXER_SERVICES_DIR ?? join(homedir(), '.cache', 'outboxer-services'),
+  'kafka',
+  'libs',
+);
+const java = process.env.JAVA_HOME === undefined ? 'java' : join(process.env.JAVA_HOME, 'bin', 'java');
+const javaReady = existsSync(libs) && spawnSync(java, ['-version']).status === 0;
+
+// Needs the jars that scripts/services/kafka.sh downloads, and a JVM; skipped on machines without them.
+test.skipIf(!javaReady)(
+  'the Java client (kafka-console-producer) puts every key where the relay does',
+  async () => {
+    const topic = await createTopic();
+    const run = spawnSync(
+      java,
+      [
+        '-Xmx256m',
+        '-Dfile.encoding=UTF-8',
+        '-cp',
+        `${libs}/*`,
+        'org.apache.kafka.tools.ConsoleProducer',
+        '--bootstrap-server',
+        BOOTSTRAP,
+        '--topic',
+        topic,
+        '--property',
+        'parse.key=true',
+        '--property',
+        'key.separator=\t',
+      ],
+      { input: KEYS.map((key) => `${key}\t${key}`).join('\n') + '\n', encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(run.status, run.stderr).toBe(0);
+    expect(await partitionsByKey(topic)).toEqual(seen.get('the relay through @platformatic/kafka'));
+  },
+  90_000,
+);

@@ -1,0 +1,341 @@
+/**
+ * The relay contract against the real Kafka broker (127.0.0.1:9092), once per client library, plus
+ * what a real network outage does to a send in flight.
+ *
+ * Outages are per test, not global (the broker is shared with other test files): each producer
+ * reaches Kafka through its own small TCP proxy on a random port, and the test cuts and restores that
+ * proxy. The proxy forwards bytes untouched. Kafka clients connect to the address the broker
+ * advertises (127.0.0.1:9092) once they have read the metadata, which would bypass a proxy given only
+ * as the bootstrap address, so each client is told to open every connection through the proxy:
+ * kafkajs with its public `socketFactory` option, @platformatic/kafka by mapping the broker address
+ * in its connection pool (`producer.connections`).
+ */
+import net from 'node:net';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Admin, Consumer, Producer, stringDeserializers } from '@platformatic/kafka';
+import { Kafka, logLevel } from 'kafkajs';
+import {
+  OutboxerError,
+  PermanentError,
+  SKIPPED,
+  type DeliveryContext,
+  type DeliveryOutcome,
+  type Envelope,
+  type Relay,
+} from 'outboxer';
+import { kafkajsProducer, kafkaRelay, platformaticProducer, type KafkaClientAdapter } from 'outboxer/kafka';
+import { relayContract, waitFor, type Received } from './contract.js';
+
+const BROKER = { host: '127.0.0.1', port: 9092 };
+const admin = new Admin({
+  clientId: 'outboxer-test-admin',
+  bootstrapBrokers: [`${BROKER.host}:${BROKER.port}`],
+});
+afterAll(() => admin.close());
+
+function randomName(prefix: string): string {
+  return `${prefix}-${Math.random().toString(36).slice(2, 10)}`;
+}
+
+async function createTopic(partitions = 3): Promise<string> {
+  const topic = randomName('outboxer-test');
+  await admin.createTopics({ topics: [topic], partitions, replicas: 1 });
+  return topic;
+}
+
+async function deleteTopic(topic: string): Promise<void> {
+  await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+}
+
+/** How many records the topic holds: the sum of its partitions' end offsets. */
+async function recordCount(topic: string): Promise<number> {
+  const partitions = [0, 1, 2].map((partitionIndex) => ({ partitionIndex, timestamp: -1n }));
+  const offsets = await admin.listOffsets({ topics: [{ name: topic, partitions }] });
+  return offsets.flatMap((t) => t.partitions).reduce((sum, p) => sum + Number(p.offset), 0);
+}
+
+/** Reads a topic from the beginning into memory, in partition order. */
+async function readTopic(topic: string) {
+  const consumer = new Consumer({
+    groupId: randomName('outboxer-reader'),
+    clientId: 'outboxer-test-reader',
+    bootstrapBrokers: [`${BROKER.host}:${BROKER.port}`],
+    deserializers: stringDeserializers,
+  });
+  const stream = await consumer.consume({
+    topics: [topic],
+    mode: 'earliest',
+    autocommit: false,
+    maxWaitTime: 200,
+  });
+  const messages: Received[] = [];
+  stream.on('data', (message) => {
+    const headers = Object.fromEntries(message.headers) as Record<string, string>;
+    messages.push({
+      id: Number(headers['outboxer-id']),
+      groupKey: message.key ?? null,
+      payload: JSON.parse(message.value!),
+      dedupeId: headers['outboxer-id'],
+    });
+  });
+  return {
+    messages,
+    async close() {
+      await stream.close();
+      await consumer.close();
+    },
+  };
+}
+
+/** A TCP proxy to the broker that a test can cut (open connections reset, new ones refused) and restore. */
+async function tcpProxy() {
+  const sockets = new Set<net.Socket>();
+  const server = net.createServer((client) => {
+    const upstream = net.connect(BROKER.port, BROKER.host);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => socket.destroy());
+      socket.on('close', () => {
+        sockets.delete(socket);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.pipe(upstream);
+    upstream.pipe(client);
+  });
+  const listen = (port: number) =>
+    new Promise<void>((resolve, reject) =>
+      server.once('error', reject).listen(port, BROKER.host, () => resolve()),
+    );
+  await listen(0);
+  const port = (server.address() as net.AddressInfo).port;
+  const stopListening = () => new Promise<void>((resolve) => server.close(() => resolve()));
+  return {
+    port,
+    async cut() {
+      const closed = stopListening();
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+    restore: () => listen(port),
+    async close() {
+      const closed = server.listening ? stopListening() : Promise.resolve();
+      for (const socket of sockets) socket.destroy();
+      await closed;
+    },
+  };
+}
+
+type Proxy = Awaited<ReturnType<typeof tcpProxy>>;
+
+/** A client under test, reaching Kafka through `proxy` when one is given. */
+interface ClientUnderTest {
+  readonly adapter: KafkaClientAdapter;
+  close(): Promise<void>;
+}
+
+const clients: Record<string, (proxy?: Proxy) => ClientUnderTest> = {
+  '@platformatic/kafka': (proxy) => {
+    const bootstrap = proxy === undefined ? `${BROKER.host}:${BROKER.port}` : `${BROKER.host}:${proxy.port}`;
+    const producer = new Producer({
+      clientId: randomName('outboxer-test'),
+      bootstrapBrokers: [bootstrap],
+      idempotent: true,
+    });
+    if (proxy !== undefined) routeThrough(producer, proxy.port);
+    return { adapter: platformaticProducer(producer), close: () => producer.close() };
+  },
+  kafkajs: (proxy) => {
+    const kafka = new Kafka({
+      clientId: randomName('outboxer-test'),
+      brokers: [`${BROKER.host}:${BROKER.port}`],
+      logLevel: logLevel.NOTHING,
+      socketFactory:
+        proxy === undefined
+          ? undefined
+          : ({ onConnect }) => net.connect({ host: BROKER.host, port: proxy.port }, onConnect),
+    });
+    const producer = kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+    });
+    const kafkaAdmin = kafka.admin();
+    return {
+      adapter: kafkajsProducer(producer, { admin: kafkaAdmin }),
+      close: async () => {
+        await producer.disconnect();
+        await kafkaAdmin.disconnect();
+      },
+    };
+  },
+};
+
+/** Makes a @platformatic/kafka client open every broker connection through the proxy. */
+function routeThrough(producer: Producer, port: number): void {
+  type Broker = { host: string; port: number };
+  const pool = producer.connections as unknown as {
+    get(broker: Broker, callback?: unknown): unknown;
+    getFirstAvailable(brokers: Broker[], callback?: unknown): unknown;
+  };
+  const viaProxy = (broker: Broker): Broker => ({ ...broker, host: BROKER.host, port });
+  const get = pool.get.bind(pool);
+  const getFirstAvailable = pool.getFirstAvailable.bind(pool);
+  pool.get = (broker, callback) => get(viaProxy(broker), callback);
+  pool.getFirstAvailable = (brokers, callback) => getFirstAvailable(brokers.map(viaProxy), callback);
+}
+
+for (const [client, make] of Object.entries(clients)) {
+  relayContract({
+    name: `kafka (${client})`,
+    keepsOrder: true,
+    dedupesById: true,
+    async destination() {
+      const topic = await createTopic(3);
+      const proxy = await tcpProxy();
+      const producer = make(proxy);
+      const reader = await readTopic(topic);
+      return {
+        relay: kafkaRelay({ producer: producer.adapter, topic }),
+        received: async () => reader.messages,
+        outage: { begin: () => proxy.cut(), end: () => proxy.restore() },
+        async teardown() {
+          await reader.close();
+          await producer.close();
+          await proxy.close();
+          await deleteTopic(topic);
+        },
+      };
+    },
+    async misconfigured() {
+      const producer = make();
+      return {
+        relay: kafkaRelay({
+          producer: producer.adapter,
+          topic: randomName('outboxer-missing'),
+          metadataTimeout: 3000,
+        }),
+        teardown: () => producer.close(),
+      };
+    },
+  });
+}
+
+let nextId = 1;
+function envelope(groupKey: string | null, payload: unknown = { n: nextId }): Envelope {
+  return {
+    id: nextId++,
+    outbox: 'events',
+    type: 'test',
+    groupKey,
+    partition: 0,
+    payload,
+    headers: {},
+    attempts: 0,
+    lastError: null,
+    nextAttemptAt: null,
+    failingSince: null,
+    insertedAt: new Date(),
+  };
+}
+
+async function deliver(
+  relay: Relay,
+  batch: Envelope[],
+  deliveryContext: DeliveryContext,
+): Promise<DeliveryOutcome[]> {
+  return (await relay.deliver(batch, deliveryContext)) as DeliveryOutcome[];
+}
+
+function context(signal = new AbortController().signal): DeliveryContext {
+  return { outbox: 'events', partition: 0, ordering: 'group', signal };
+}
+
+describe.each(Object.keys(clients))('kafka relay (%s) during a network outage', (client) => {
+  let topic: string;
+  let proxy: Proxy;
+  let producer: ClientUnderTest;
+  let relay: Relay;
+  beforeAll(async () => {
+    topic = await createTopic(3);
+    proxy = await tcpProxy();
+    producer = clients[client]!(proxy);
+    relay = kafkaRelay({ producer: producer.adapter, topic });
+    await relay.start!();
+  });
+  afterAll(async () => {
+    await producer.close();
+    await proxy.close();
+    await deleteTopic(topic);
+  });
+
+  test('abandons a send stuck behind the outage when the signal fires; the next send waits for it', async () => {
+    await proxy.cut();
+    const stuck = envelope('order:1');
+    const abort = new AbortController();
+    const started = Date.now();
+    setTimeout(() => abort.abort(new Error('lease expired during delivery')), 1500);
+    const outcomes = await deliver(relay, [stuck], context(abort.signal));
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(outcomes[0]!.ok).toBe(false);
+    const error = (outcomes[0] as { error: unknown }).error;
+    expect(error).not.toBeInstanceOf(PermanentError);
+    expect(String((error as Error).message)).toMatch(/had not finished when the batch was abandoned/);
+
+    // The client keeps retrying the abandoned send in the background: the next one queues behind it.
+    const next = envelope('order:1');
+    const delivering = deliver(relay, [stuck, next], context());
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    await proxy.restore();
+    expect(await delivering).toEqual([{ ok: true }, { ok: true }]);
+
+    const reader = await readTopic(topic);
+    try {
+      await waitFor(
+        () => reader.messages.filter((m) => m.id === next.id).length > 0,
+        20_000,
+        'the next message',
+      );
+      const ids = reader.messages.map((m) => m.id);
+      // First deliveries stay in order; the abandoned send may or may not have landed first (a duplicate).
+      expect(ids.indexOf(stuck.id)).toBeLessThan(ids.indexOf(next.id));
+    } finally {
+      await reader.close();
+    }
+  });
+
+  test('an already aborted signal sends nothing', async () => {
+    const abort = new AbortController();
+    abort.abort(new Error('stopping'));
+    const before = await recordCount(topic);
+    expect(await deliver(relay, [envelope('order:2'), envelope(null)], context(abort.signal))).toEqual([
+      { ok: false, error: SKIPPED },
+      { ok: false, error: SKIPPED },
+    ]);
+    expect(await recordCount(topic)).toBe(before);
+  });
+
+  test('start() names an unreachable broker as a misconfiguration', async () => {
+    const cut = await tcpProxy();
+    await cut.cut();
+    const unreachable = clients[client]!(cut);
+    try {
+      const failing = kafkaRelay({ producer: unreachable.adapter, topic, metadataTimeout: 1500 });
+      const error = await failing.start!().then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(error).toBeInstanceOf(OutboxerError);
+      expect((error as OutboxerError).code).toBe('RELAY_MISCONFIGURED');
+      expect((error as Error).message).toMatch(/could not reach Kafka/);
+      // With startupCheck: false the application starts, and messages wait in the outbox.
+      await expect(
+        kafkaRelay({ producer: unreachable.adapter, topic, startupCheck: false }).start!(),
+      ).resolves.toBeUndefined();
+    } finally {
+      await unreachable.close().catch(() => undefined);
+      await cut.close();
+    }
+  });
+});
