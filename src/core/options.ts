@@ -128,6 +128,7 @@ export const INSTANCE_KEYS = [
   'shutdownTimeout',
   'maxErrorLength',
   'logger',
+  'publishHeaders',
 ] as const;
 
 export function invalidOption(path: string, accepted: string, got: unknown): OutboxerError {

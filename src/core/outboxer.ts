@@ -43,6 +43,11 @@ export interface OutboxerOptions<Tx, Sync extends boolean> {
   maxErrorLength?: number;
   /** Where outboxer logs. Default: silent. `console` works. */
   logger?: Logger;
+  /**
+   * Headers added to every published message (the message's own headers win), computed at
+   * publish time: the trace context from `outboxer/opentelemetry`, a tenant id…
+   */
+  publishHeaders?: () => Record<string, string> | undefined;
 }
 
 /** A group held back by its head; see {@link Outboxer.blockedGroups}. */
@@ -75,6 +80,8 @@ export interface Counts {
   orphaned: number;
   /** The last heartbeat of any node relaying this outbox, or `null` if none was ever seen. */
   relaySeenAt: Date | null;
+  /** When the oldest pending message was published, or `null` when nothing is pending. */
+  oldestPendingAt: Date | null;
 }
 
 type Published<Sync extends boolean> = MaybePromise<number, Sync>;
@@ -112,6 +119,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   private readonly outboxes: ReadonlyMap<string, ResolvedOutbox>;
   private readonly nodeId: string;
   private readonly logger: Logger;
+  private readonly publishHeaders: (() => Record<string, string> | undefined) | undefined;
   private coordinators = new Map<string, OutboxCoordinator>();
   private listener: Listener | undefined;
   private state: 'idle' | 'starting' | 'running' | 'stopping' = 'idle';
@@ -138,6 +146,10 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     this.settings = resolveInstance(options as unknown as Record<string, unknown>);
     this.adapter = options.database;
     this.logger = this.settings.logger ?? silentLogger;
+    if (options.publishHeaders !== undefined && typeof options.publishHeaders !== 'function') {
+      throw invalidOption('publishHeaders', 'a function returning headers', options.publishHeaders);
+    }
+    this.publishHeaders = options.publishHeaders;
     this.outboxes = this.resolveOutboxes(options.outboxes);
     this.nodeId = `${this.settings.name}:${randomUUID()}`;
   }
@@ -264,7 +276,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       const row = encodeMessage(
         outbox,
         input.payload,
-        { groupKey: input.groupKey, headers: input.headers ?? undefined, type: input.type },
+        { groupKey: input.groupKey, headers: this.headersFor(input.headers), type: input.type },
         this.adapter.dialect.capabilities,
       );
       let group = groups.find((g) => sameTable(g.table, outbox.table));
@@ -288,6 +300,13 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       if (outbox.serializeWrites && this.adapter.dialect.capabilities.advisoryLocks) group.serialize = true;
     });
     return groups;
+  }
+
+  /** The message's headers over the instance's `publishHeaders` (trace context, tenant…). */
+  private headersFor(own: Record<string, string> | undefined): Record<string, string> | undefined {
+    const shared = this.publishHeaders?.();
+    if (shared === undefined || Object.keys(shared).length === 0) return own;
+    return { ...shared, ...own };
   }
 
   private mapResult<T, U>(value: MaybePromise<T, Sync>, fn: (value: T) => U): MaybePromise<U, Sync> {
@@ -496,13 +515,14 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     const o = this.outbox(outbox);
     const [row] = await this.adapter.execute(this.adapter.dialect.counts(o.table, o.name, o.partitions));
     const seen = row?.relay_seen_at;
+    const oldest = row?.oldest_pending_at;
     const counts: Counts = {
       pending: Number(row?.pending ?? 0),
       delivered: Number(row?.delivered ?? 0),
       dead: Number(row?.dead ?? 0),
       orphaned: Number(row?.orphaned ?? 0),
-      relaySeenAt:
-        seen === null || seen === undefined ? null : seen instanceof Date ? seen : new Date(Number(seen)),
+      relaySeenAt: toDate(seen),
+      oldestPendingAt: toDate(oldest),
     };
     this.warnAbout(o, counts);
     return counts;
@@ -602,11 +622,15 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   }
 
   /** Deletes delivered rows past the retention window, in batches. Returns how many. The pruner calls it. */
-  async prune(outbox: string): Promise<number> {
-    return this.pruneAll(this.outbox(outbox));
+  async prune(outbox: string, options: { onBatch?: (pruned: number) => void } = {}): Promise<number> {
+    return this.pruneAll(this.outbox(outbox), options.onBatch);
   }
 
-  private async pruneAll(outbox: ResolvedOutbox, batch = 10_000): Promise<number> {
+  private async pruneAll(
+    outbox: ResolvedOutbox,
+    onBatch?: (pruned: number) => void,
+    batch = 10_000,
+  ): Promise<number> {
     if (outbox.retention === 'delete') return 0;
     const started = performance.now();
     let total = 0;
@@ -616,6 +640,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       );
       const pruned = Number(results[results.length - 1]![0]?.pruned ?? 0);
       total += pruned;
+      onBatch?.(pruned);
       if (pruned < batch) break;
     }
     emit(channels.prune, () => ({
@@ -660,6 +685,11 @@ interface EncodedGroup {
   partitions: Set<string>;
   serialize: boolean;
   notify: boolean;
+}
+
+function toDate(value: unknown): Date | null {
+  if (value === null || value === undefined) return null;
+  return value instanceof Date ? value : new Date(Number(value));
 }
 
 function describeDifferences(

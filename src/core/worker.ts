@@ -150,6 +150,7 @@ async function deliver(
     outbox: outbox.name,
     partition: options.lease.partition,
     size: batch.length,
+    messages: batch.map(publicEnvelope),
   }));
 
   const keeper = keepLeaseDuringDelivery(deps, options.lease);

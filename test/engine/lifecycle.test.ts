@@ -318,3 +318,32 @@ test('publishMany writes many messages in one statement (Postgres)', async () =>
     await fixture.close();
   }
 });
+
+test('publishHeaders adds headers to every message (its own headers win), and counts() reports the oldest pending message', async () => {
+  const fixture = sqliteFixture();
+  try {
+    let traceparent = '00-aaaa-bbbb-01';
+    const outboxer = new Outboxer({
+      database: fixture.database as never,
+      outboxes: { a: { relay: functionRelay(async () => undefined) } },
+      testing: 'manual',
+      publishHeaders: () => ({ traceparent, tenant: 'acme' }),
+    });
+    await outboxer.migrate();
+    expect((await outboxer.counts('a')).oldestPendingAt).toBeNull();
+    fixture.db.transaction(() => {
+      outboxer.publish(fixture.db as never, 'a', 1);
+      traceparent = '00-cccc-dddd-01';
+      outboxer.publish(fixture.db as never, 'a', 2, { headers: { tenant: 'other' } });
+    })();
+    const pending = await outboxer.listPending('a');
+    expect(pending.map((m) => m.headers)).toEqual([
+      { traceparent: '00-aaaa-bbbb-01', tenant: 'acme' },
+      { traceparent: '00-cccc-dddd-01', tenant: 'other' },
+    ]);
+    const counts = await outboxer.counts('a');
+    expect(counts.oldestPendingAt).toEqual(pending[0]!.insertedAt);
+  } finally {
+    await fixture.close();
+  }
+});

@@ -294,7 +294,7 @@ function counts(table: QualifiedName, outbox: string, partitions: number): SqlQu
   const { messages, nodes } = tables(table);
   return {
     text: `SELECT count(*) FILTER (WHERE status < 3) AS pending, count(*) FILTER (WHERE status = 4) AS delivered,
-  count(*) FILTER (WHERE status = 3) AS dead, count(*) FILTER (WHERE status < 3 AND partition >= $2) AS orphaned,
+  count(*) FILTER (WHERE status = 3) AS dead, min(inserted_at) FILTER (WHERE status < 3) AS oldest_pending_at, count(*) FILTER (WHERE status < 3 AND partition >= $2) AS orphaned,
   (SELECT max(last_seen) FROM ${nodes} WHERE outbox = $1) AS relay_seen_at
 FROM ${messages} WHERE outbox = $1`,
     values: [outbox, partitions],
