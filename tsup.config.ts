@@ -1,7 +1,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { defineConfig } from 'tsup';
 
-const { exports } = JSON.parse(readFileSync('package.json', 'utf8')) as { exports: Record<string, string | { import: string }> };
+const { exports } = JSON.parse(readFileSync('package.json', 'utf8')) as {
+  exports: Record<string, string | { import: string }>;
+};
 
 // One entry per public subpath, read from package.json so the two never disagree.
 const entry = Object.fromEntries(
