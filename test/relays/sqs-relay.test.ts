@@ -106,6 +106,7 @@ function envelope(
     attempts: 0,
     lastError: null,
     nextAttemptAt: null,
+    failingSince: null,
     insertedAt: new Date(),
     ...extra,
   };

@@ -19,6 +19,7 @@ function envelope(): Envelope {
     attempts: 0,
     lastError: null,
     nextAttemptAt: null,
+    failingSince: null,
     insertedAt: new Date(),
   };
 }

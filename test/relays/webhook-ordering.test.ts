@@ -35,6 +35,7 @@ function envelopes(list: readonly Spec[]): Envelope[] {
     attempts: 0,
     lastError: null,
     nextAttemptAt: null,
+    failingSince: null,
     insertedAt: new Date(),
   }));
 }

@@ -121,6 +121,7 @@ function envelope(overrides: Partial<Envelope> = {}): Envelope {
     attempts: 0,
     lastError: null,
     nextAttemptAt: null,
+    failingSince: null,
     insertedAt: new Date(),
     ...overrides,
   };

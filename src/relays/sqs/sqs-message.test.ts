@@ -20,6 +20,7 @@ const envelope = (over: Partial<Envelope>): Envelope => ({
   attempts: 0,
   lastError: null,
   nextAttemptAt: null,
+  failingSince: null,
   insertedAt: new Date(0),
   ...over,
 });
