@@ -13,7 +13,7 @@ import type {
 } from '../../core/database.js';
 import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
 import { postgresSchema } from './postgres-schema.js';
-import { parseJsonColumn, parseHeaders } from '../shared/columns.js';
+import { readEnvelope } from '../shared/columns.js';
 
 /**
  * Every statement outboxer runs on Postgres. Status values: 0 ready, 1 retry, 2 held, 3 dead,
@@ -379,25 +379,6 @@ function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, l
   ];
 }
 
-function toEnvelope(row: Row, outbox: string): PolledEnvelope {
-  return {
-    id: Number(row.id),
-    outbox,
-    type: (row.type as string | null) ?? null,
-    groupKey: (row.group_key as string | null) ?? null,
-    partition: Number(row.partition),
-    payload: parseJsonColumn(row.payload),
-    headers: parseHeaders(row.headers),
-    attempts: Number(row.attempts),
-    lastError: (row.last_error as string | null) ?? null,
-    nextAttemptAt: (row.next_attempt_at as Date | null) ?? null,
-    failingSince: (row.failing_since as Date | null) ?? null,
-    insertedAt: row.inserted_at as Date,
-    status: Number(row.status),
-    blocked: row.blocked === true,
-  };
-}
-
 export const postgresDialect: Dialect = Object.freeze({
   name: 'postgres' as const,
   capabilities: Object.freeze({
@@ -409,7 +390,11 @@ export const postgresDialect: Dialect = Object.freeze({
   schema: postgresSchema,
   // Concurrent migrate() calls queue on one transaction-scoped advisory lock.
   migrationLock: () => [
-    { text: `SELECT pg_advisory_xact_lock(hashtextextended('outboxer:migrate', 0))`, values: [] },
+    // Wrapped so the statement returns an ordinary column: some clients (Prisma) cannot read `void`.
+    {
+      text: `SELECT 1 AS locked FROM (SELECT pg_advisory_xact_lock(hashtextextended('outboxer:migrate', 0))) AS l`,
+      values: [],
+    },
   ],
   insert,
   poll,
@@ -434,5 +419,5 @@ export const postgresDialect: Dialect = Object.freeze({
     unhold(quoteName(table), outbox, undefined, parkDead),
   blockedGroups,
   prune,
-  toEnvelope,
+  toEnvelope: readEnvelope,
 });

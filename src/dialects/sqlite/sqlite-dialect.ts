@@ -11,7 +11,7 @@ import type {
   SqlQuery,
 } from '../../core/database.js';
 import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
-import { parseHeaders, parseJsonColumn } from '../shared/columns.js';
+import { readEnvelope } from '../shared/columns.js';
 import { sqliteSchema } from './sqlite-schema.js';
 
 /**
@@ -324,29 +324,6 @@ function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, l
   ];
 }
 
-function toDate(value: unknown): Date | null {
-  return value === null || value === undefined ? null : new Date(Number(value));
-}
-
-function toEnvelope(row: Row, outbox: string): PolledEnvelope {
-  return {
-    id: Number(row.id),
-    outbox,
-    type: (row.type as string | null) ?? null,
-    groupKey: (row.group_key as string | null) ?? null,
-    partition: Number(row.partition),
-    payload: parseJsonColumn(row.payload),
-    headers: parseHeaders(row.headers),
-    attempts: Number(row.attempts),
-    lastError: (row.last_error as string | null) ?? null,
-    nextAttemptAt: toDate(row.next_attempt_at),
-    failingSince: toDate(row.failing_since),
-    insertedAt: toDate(row.inserted_at)!,
-    status: Number(row.status),
-    blocked: row.blocked === 1 || row.blocked === true,
-  };
-}
-
 export const sqliteDialect: Dialect = Object.freeze({
   name: 'sqlite' as const,
   capabilities: Object.freeze({
@@ -385,5 +362,5 @@ FROM (SELECT sqlite_version() || '.0' AS v, substr(sqlite_version() || '.0', ins
     unhold(quoteName(table), outbox, undefined, parkDead),
   blockedGroups,
   prune,
-  toEnvelope,
+  toEnvelope: readEnvelope,
 });

@@ -1,0 +1,98 @@
+/**
+ * outboxer with TypeORM on PostgreSQL: publish with the transaction's EntityManager, and the order
+ * and its event commit together, or not at all.
+ *
+ *   npx tsx examples/adapters/typeorm.ts      (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
+ */
+import 'reflect-metadata';
+import { pathToFileURL } from 'node:url';
+import { DataSource, EntitySchema } from 'typeorm';
+import { Outboxer, functionRelay, type Envelope } from 'outboxer';
+import { typeorm } from 'outboxer/typeorm';
+import { databaseUrl, exampleSchema, until, withSearchPath, type ExampleResult } from './support.js';
+
+interface Order {
+  id: number;
+  customer: string;
+  total: number;
+}
+
+const OrderEntity = new EntitySchema<Order>({
+  name: 'Order',
+  tableName: 'orders',
+  columns: {
+    id: { type: Number, primary: true, generated: true },
+    customer: { type: String },
+    total: { type: Number },
+  },
+});
+
+export async function main(): Promise<ExampleResult> {
+  const schema = exampleSchema();
+  const dataSource = await new DataSource({
+    type: 'postgres',
+    url: withSearchPath(databaseUrl, schema),
+    entities: [OrderEntity],
+  }).initialize();
+  await dataSource.query(`CREATE SCHEMA "${schema}"`);
+  await dataSource.query(
+    `CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`,
+  );
+
+  const received: Envelope[] = [];
+  const outboxer = new Outboxer({
+    database: typeorm(dataSource),
+    outboxes: {
+      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), pollInterval: 50 },
+    },
+  });
+  try {
+    await outboxer.migrate();
+    await outboxer.start();
+
+    // Publish with the manager of the transaction that saves the order.
+    await dataSource.transaction(async (manager) => {
+      const order = await manager.save(OrderEntity, { customer: 'ada', total: 4200 });
+      await outboxer.publish(
+        manager,
+        'orders',
+        { orderId: order.id, total: order.total },
+        { groupKey: `order:${order.id}`, type: 'OrderPlaced' },
+      );
+    });
+    // A checkout that fails after publishing: its event is rolled back with the order.
+    await dataSource
+      .transaction(async (manager) => {
+        const order = await manager.save(OrderEntity, { customer: 'bob', total: 100 });
+        await outboxer.publish(
+          manager,
+          'orders',
+          { orderId: order.id },
+          { groupKey: `order:${order.id}`, type: 'OrderPlaced' },
+        );
+        throw new Error('payment declined');
+      })
+      .catch(() => undefined);
+
+    await until(() => received.length === 1);
+    await outboxer.stop();
+    return {
+      delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),
+      counts: await outboxer.counts('orders'),
+    };
+  } finally {
+    await outboxer.stop();
+    await dataSource.query(`DROP SCHEMA "${schema}" CASCADE`);
+    await dataSource.destroy();
+  }
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  main().then(
+    (result) => console.log(JSON.stringify(result, null, 2)),
+    (error: unknown) => {
+      console.error(error);
+      process.exitCode = 1;
+    },
+  );
+}

@@ -1,0 +1,7 @@
+/**
+ * `outboxer/knex`: PostgreSQL through Knex.
+ * @packageDocumentation
+ */
+export { knex, type KnexLike, type KnexTransaction } from './knex.js';
+export type { DataLayerOptions } from '../shared/relay-side.js';
+export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';

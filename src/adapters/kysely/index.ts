@@ -1,0 +1,8 @@
+/**
+ * `outboxer/kysely`: PostgreSQL or SQLite through Kysely.
+ * @packageDocumentation
+ */
+export { kysely, type KyselyDatabase, type KyselyOptions, type KyselyTransaction } from './kysely.js';
+export type { DataLayerOptions } from '../shared/relay-side.js';
+export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';
+export { sqliteSchemaSql } from '../../dialects/sqlite/schema-sql.js';

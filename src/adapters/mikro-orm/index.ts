@@ -1,0 +1,12 @@
+/**
+ * `outboxer/mikro-orm`: PostgreSQL through MikroORM 6.
+ * @packageDocumentation
+ */
+export {
+  mikroOrm,
+  type MikroOrmConnection,
+  type MikroOrmEntityManager,
+  type MikroOrmLike,
+} from './mikro-orm.js';
+export type { DataLayerOptions } from '../shared/relay-side.js';
+export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';

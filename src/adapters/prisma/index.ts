@@ -1,0 +1,7 @@
+/**
+ * `outboxer/prisma`: PostgreSQL through Prisma 7 (driver adapters) interactive transactions.
+ * @packageDocumentation
+ */
+export { prisma, type PrismaClientLike, type PrismaOptions, type PrismaTransactionClient } from './prisma.js';
+export type { DataLayerOptions } from '../shared/relay-side.js';
+export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';

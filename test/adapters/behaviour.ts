@@ -1,0 +1,387 @@
+/**
+ * The behaviour suite of the data-layer adapters: every adapter runs it against a real database
+ * (Postgres; SQLite as well where the library supports it). It publishes inside the library's own
+ * transactions and checks what the relay side then sees, so both halves of an adapter (the
+ * user's transaction and the adapter's own connection) are exercised together.
+ *
+ * An adapter's test file calls {@link adapterBehaviour} with a harness that opens the library on
+ * the database the suite hands it (a fresh Postgres schema, or a fresh SQLite file).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import {
+  Outboxer,
+  PermanentError,
+  functionRelay,
+  isOutboxerError,
+  type DatabaseAdapter,
+  type Envelope,
+  type OutboxOptions,
+  type SqlQuery,
+} from 'outboxer';
+import { DATABASE_URL, postgresFixture } from '../support/databases.js';
+import { sleep, waitUntil } from '../support/random.js';
+
+/** Where the harness opens its library: a Postgres schema (set it as the search path) or a SQLite file. */
+export type Target =
+  | {
+      readonly kind: 'postgres';
+      readonly url: string;
+      readonly schema: string;
+      readonly urlWithSchema: string;
+    }
+  | { readonly kind: 'sqlite'; readonly file: string };
+
+/** The library opened on the target, and an adapter over it. */
+export interface Opened<Tx> {
+  readonly database: DatabaseAdapter<Tx, boolean>;
+  /**
+   * Runs `fn` in a transaction of the library and commits; when `fn` throws (or rejects), the
+   * library rolls back and the error comes out. For a synchronous library `fn` is synchronous.
+   */
+  transaction<T>(fn: (tx: Tx) => T | Promise<T>): Promise<T>;
+  /** Runs `fn` in a transaction, then rolls it back with the library's own rollback API. */
+  rollback(fn: (tx: Tx) => unknown): Promise<void>;
+  /** Objects of the library that are not an open transaction (the root client, …): publish must refuse them. */
+  readonly notTransactions: () => Record<string, unknown>;
+  close(): Promise<void>;
+}
+
+export interface AdapterHarness<Tx> {
+  readonly name: string;
+  readonly dialect: 'postgres' | 'sqlite';
+  /** True when publish returns the id synchronously (better-sqlite3, Drizzle on better-sqlite3). */
+  readonly sync: boolean;
+  open(target: Target): Promise<Opened<Tx>>;
+}
+
+/** Checks on the tables behind the adapter's back, through a separate connection. */
+interface Raw {
+  count(table: string): Promise<number>;
+  query(text: string, values?: unknown[]): Promise<Record<string, unknown>[]>;
+  close(): Promise<void>;
+}
+
+class Rollback extends Error {}
+
+/** Continues after a value that is a promise on async adapters and a plain value on sync ones. */
+function andThen<T, U>(value: T | Promise<T>, fn: (value: T) => U): U | Promise<U> {
+  return value instanceof Promise ? value.then(fn) : fn(value);
+}
+
+/** The adapter with every executeInTransaction recorded. */
+function recording<Tx>(database: DatabaseAdapter<Tx, boolean>) {
+  const statements: SqlQuery[] = [];
+  const wrapped: DatabaseAdapter<Tx, boolean> = {
+    ...database,
+    executeInTransaction(tx, query) {
+      statements.push(query);
+      return database.executeInTransaction(tx, query);
+    },
+  };
+  return { statements, database: wrapped };
+}
+
+const awkward = {
+  text: `it's "quoted", a ? and $1, a \\ backslash, {braces}, NULL, ü €`,
+  nested: { list: [1, null, 'two'], empty: {} },
+  big: 12345678901234,
+};
+
+export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
+  describe(`${harness.name} adapter behaviour`, () => {
+    let target: Target;
+    let raw: Raw;
+    let opened: Opened<Tx>;
+    let tables = 0;
+    const table = () => `t${++tables}`;
+
+    beforeAll(async () => {
+      if (harness.dialect === 'postgres') {
+        const fixture = await postgresFixture(4);
+        const schema = fixture.schema;
+        const url = DATABASE_URL;
+        const separator = url.includes('?') ? '&' : '?';
+        target = {
+          kind: 'postgres',
+          url,
+          schema,
+          urlWithSchema: `${url}${separator}options=${encodeURIComponent(`-c search_path=${schema}`)}`,
+        };
+        raw = {
+          count: async (t) =>
+            Number((await fixture.query(`SELECT count(*)::int AS n FROM "${schema}"."${t}"`))[0]!.n),
+          query: (text, values) => fixture.query(text, values),
+          close: () => fixture.close(),
+        };
+      } else {
+        const dir = mkdtempSync(join(tmpdir(), 'outboxer-adapter-'));
+        const file = join(dir, 'test.db');
+        const db = new Database(file);
+        db.pragma('journal_mode = WAL');
+        target = { kind: 'sqlite', file };
+        raw = {
+          count: async (t) =>
+            Number((db.prepare(`SELECT count(*) AS n FROM "${t}"`).get() as { n: number }).n),
+          query: async (text, values = []) => db.prepare(text).all(...values) as Record<string, unknown>[],
+          close: async () => {
+            db.close();
+            rmSync(dir, { recursive: true, force: true });
+          },
+        };
+      }
+      opened = await harness.open(target);
+    });
+
+    afterAll(async () => {
+      await opened?.close();
+      await raw?.close();
+    });
+
+    async function manual(
+      options: Partial<OutboxOptions> & { relay: OutboxOptions['relay'] },
+      database = opened.database,
+    ) {
+      const outboxer = new Outboxer({
+        database,
+        outboxes: { events: { table: table(), ...options } },
+        testing: 'manual',
+      });
+      await outboxer.migrate();
+      return outboxer;
+    }
+
+    const collect = () => {
+      const delivered: Envelope[] = [];
+      return { delivered, relay: functionRelay(async (m: Envelope) => void delivered.push(m)) };
+    };
+
+    test('a committed message is relayed, with its payload, group key, type and headers', async () => {
+      const { delivered, relay } = collect();
+      const outboxer = await manual({ relay });
+      const published = await opened.transaction((tx) => {
+        const id = outboxer.publish(tx, 'events', awkward, {
+          groupKey: 'order:1',
+          type: 'created',
+          headers: { trace: 't-1' },
+        });
+        if (harness.sync) expect(typeof id).toBe('number');
+        else expect(id).toBeInstanceOf(Promise);
+        return id;
+      });
+      const result = await outboxer.drain();
+      expect(result.delivered.map((m) => m.id)).toEqual([published]);
+      expect(delivered).toHaveLength(1);
+      const [message] = delivered;
+      expect(message).toMatchObject({
+        id: published,
+        outbox: 'events',
+        payload: awkward,
+        groupKey: 'order:1',
+        type: 'created',
+        attempts: 0,
+      });
+      expect(message!.headers).toMatchObject({ trace: 't-1' });
+      expect(message!.insertedAt).toBeInstanceOf(Date);
+      expect(Number.isNaN(message!.insertedAt.getTime())).toBe(false);
+      expect(await outboxer.counts('events')).toMatchObject({ pending: 0, delivered: 0, dead: 0 });
+    });
+
+    test('a rolled-back transaction relays nothing and leaves nothing in the table', async () => {
+      const { delivered, relay } = collect();
+      const outboxer = await manual({ relay });
+      const name = outboxer.outbox('events').table.name;
+      await opened.rollback((tx) => outboxer.publish(tx, 'events', { n: 1 }, { groupKey: 'g' }));
+      expect((await outboxer.drain()).delivered).toEqual([]);
+      expect(delivered).toEqual([]);
+      expect(await raw.count(name)).toBe(0);
+    });
+
+    test('an error thrown after publish inside the transaction relays nothing', async () => {
+      const { delivered, relay } = collect();
+      const outboxer = await manual({ relay });
+      const name = outboxer.outbox('events').table.name;
+      const attempt = opened.transaction((tx) =>
+        andThen(outboxer.publish(tx, 'events', { n: 1 }, { groupKey: 'g' }), () => {
+          throw new Rollback('after publish');
+        }),
+      );
+      await expect(attempt).rejects.toBeInstanceOf(Rollback);
+      expect((await outboxer.drain()).delivered).toEqual([]);
+      expect(delivered).toEqual([]);
+      expect(await raw.count(name)).toBe(0);
+    });
+
+    test('publishMany writes every message in one statement and relays them in order', async () => {
+      const { delivered, relay } = collect();
+      const { statements, database } = recording(opened.database);
+      const postgres = harness.dialect === 'postgres';
+      // serializeWrites and notify add the advisory-lock and NOTIFY array parameters on Postgres.
+      const outboxer = await manual(
+        { relay, ...(postgres ? { serializeWrites: true, notify: true } : {}) },
+        database,
+      );
+      const inputs = [
+        { outbox: 'events', payload: awkward, groupKey: 'a', headers: { h: '1' } },
+        { outbox: 'events', payload: 'just a string', groupKey: null },
+        { outbox: 'events', payload: [1, '2', null], groupKey: 'b', type: 'list' },
+        { outbox: 'events', payload: { n: 4 }, groupKey: 'a' },
+        { outbox: 'events', payload: null, groupKey: 'c' },
+      ];
+      const ids = await opened.transaction((tx) => outboxer.publishMany(tx, inputs));
+      expect(statements).toHaveLength(1);
+      expect(ids).toHaveLength(inputs.length);
+      expect([...ids].sort((x, y) => x - y)).toEqual(ids);
+      await outboxer.drain();
+      expect(delivered.map((m) => m.id).sort((x, y) => x - y)).toEqual(ids);
+      const byId = new Map(delivered.map((m) => [m.id, m]));
+      inputs.forEach((input, i) => {
+        expect(byId.get(ids[i]!)).toMatchObject({
+          payload: input.payload,
+          groupKey: input.groupKey,
+          type: input.type ?? null,
+        });
+      });
+    });
+
+    test('a failed delivery is retried after the rest of its group was held, then delivered in order', async () => {
+      const seen: number[] = [];
+      let failures = 0;
+      const relay = functionRelay(async (m: Envelope) => {
+        if ((m.payload as { n: number }).n === 1 && failures === 0) {
+          failures += 1;
+          throw new Error('destination hiccup');
+        }
+        seen.push(m.id);
+      });
+      const outboxer = await manual({ relay, backoff: { min: 10, max: 10 } });
+      const ids = await opened.transaction((tx) =>
+        outboxer.publishMany(
+          tx,
+          [1, 2, 3].map((n) => ({ outbox: 'events', payload: { n }, groupKey: 'same' })),
+        ),
+      );
+      const result = await outboxer.drain();
+      expect(result.retried.map((r) => r.envelope.id)).toEqual([ids[0]]);
+      expect(result.retried[0]!.error).toMatch(/destination hiccup/);
+      expect(seen).toEqual(ids);
+      expect(result.pending).toBe(0);
+    });
+
+    test('a dead message is listed, revived with retryDead and delivered; discard removes one', async () => {
+      let permanent = true;
+      const seen: number[] = [];
+      const relay = functionRelay(async (m: Envelope) => {
+        if (permanent) throw new PermanentError('rejected');
+        seen.push(m.id);
+      });
+      // With maxAttempts finite (not strict), a PermanentError makes a message dead at once.
+      const outboxer = await manual({ relay, maxAttempts: 5 });
+      const [first, second] = await opened.transaction((tx) =>
+        outboxer.publishMany(tx, [
+          { outbox: 'events', payload: 1, groupKey: 'x' },
+          { outbox: 'events', payload: 2, groupKey: 'y' },
+        ]),
+      );
+      await outboxer.drain();
+      expect((await outboxer.listDead('events')).map((m) => m.id)).toEqual([first, second]);
+      expect(await outboxer.discard('events', [second!])).toBe(1);
+      permanent = false;
+      expect(await outboxer.retryDead('events', { ids: [first!] })).toBe(1);
+      await outboxer.drain();
+      expect(seen).toEqual([first]);
+      expect(await outboxer.counts('events')).toMatchObject({ pending: 0, dead: 0 });
+    });
+
+    test('publish refuses what is not an open transaction with NOT_IN_TRANSACTION', async () => {
+      const outboxer = await manual({ relay: functionRelay(async () => undefined) });
+      const candidates = opened.notTransactions();
+      expect(Object.keys(candidates).length).toBeGreaterThan(0);
+      for (const [what, candidate] of Object.entries(candidates)) {
+        let error: unknown;
+        try {
+          await outboxer.publish(candidate as Tx, 'events', { n: 1 });
+        } catch (caught) {
+          error = caught;
+        }
+        expect(isOutboxerError(error) && error.code, what).toBe('NOT_IN_TRANSACTION');
+      }
+      expect(await outboxer.counts('events')).toMatchObject({ pending: 0 });
+    });
+
+    if (harness.dialect !== 'postgres') return;
+
+    test('serializeWrites: a second transaction publishing to the same group waits until the first commits', async () => {
+      const outboxer = await manual({ relay: functionRelay(async () => undefined), serializeWrites: true });
+      const group = `serial-${Math.random().toString(36).slice(2)}`;
+      const events: string[] = [];
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let firstPublished!: () => void;
+      const published = new Promise<void>((resolve) => (firstPublished = resolve));
+
+      const first = opened.transaction(async (tx) => {
+        const id = await outboxer.publish(tx, 'events', { n: 1 }, { groupKey: group });
+        events.push('first published');
+        firstPublished();
+        await gate;
+        events.push('first commits');
+        return id;
+      });
+      await published;
+      const second = opened.transaction(async (tx) => {
+        const id = await outboxer.publish(tx, 'events', { n: 2 }, { groupKey: group });
+        events.push('second published');
+        return id;
+      });
+      // The second publisher's session waits on the group's advisory lock (a bigint key: high half
+      // in classid, low half in objid, objsubid 1), which the first transaction holds.
+      await waitUntil(
+        async () =>
+          Number(
+            (
+              await raw.query(
+                `SELECT count(*)::int AS n FROM pg_locks l, hashtextextended($1, 0) AS h(key)
+                 WHERE l.locktype = 'advisory' AND NOT l.granted AND l.objsubid = 1
+                   AND l.classid::bigint = ((h.key >> 32) & 4294967295) AND l.objid::bigint = (h.key & 4294967295)`,
+                [group],
+              )
+            )[0]!.n,
+          ) === 1,
+        10_000,
+        'the second publish to wait for the advisory lock',
+      );
+      expect(events).toEqual(['first published']);
+      release();
+      const [firstId, secondId] = await Promise.all([first, second]);
+      expect(events).toEqual(['first published', 'first commits', 'second published']);
+      expect(secondId).toBeGreaterThan(firstId);
+    });
+
+    test('notify: a started relay with a long poll interval picks a message up within a second of the commit', async () => {
+      const arrivals: Array<{ id: number; at: number }> = [];
+      const relay = functionRelay(async (m: Envelope) => void arrivals.push({ id: m.id, at: Date.now() }));
+      const outboxer = new Outboxer({
+        database: opened.database,
+        outboxes: { events: { relay, table: table(), notify: true, pollInterval: 60_000 } },
+      });
+      await outboxer.migrate();
+      await outboxer.start();
+      try {
+        // The first message may be found by the first poll; then the worker sleeps for a minute.
+        const first = await opened.transaction((tx) => outboxer.publish(tx, 'events', { n: 1 }));
+        await waitUntil(() => arrivals.some((a) => a.id === first), 10_000, 'the first message');
+        await sleep(300);
+        const second = await opened.transaction((tx) => outboxer.publish(tx, 'events', { n: 2 }));
+        const committed = Date.now();
+        await waitUntil(() => arrivals.some((a) => a.id === second), 5_000, 'the notified message');
+        expect(arrivals.find((a) => a.id === second)!.at - committed).toBeLessThan(1_500);
+      } finally {
+        await outboxer.stop();
+      }
+    });
+  });
+}

@@ -1,0 +1,119 @@
+/**
+ * Every statement a dialect can produce, with values of every kind outboxer sends (arrays of
+ * numbers, texts, booleans and nulls, dates, 'infinity'): the input of the placeholder tests.
+ */
+import type { Dialect, SqlQuery } from 'outboxer';
+
+const table = { schema: 'app', name: 'outbox' };
+const lease = { outbox: 'orders', partition: 3, owner: 'node-1', epoch: 7 };
+const rows = [
+  {
+    outbox: 'orders',
+    partition: 0,
+    groupKey: 'order:1',
+    type: 'created',
+    payload: '{"a":"?"}',
+    headers: null,
+  },
+  { outbox: 'orders', partition: 1, groupKey: null, type: null, payload: '"$1"', headers: '{"h":"v"}' },
+];
+const failed = [
+  { id: 5, error: "it's down?", dead: false, delay: 1.5 },
+  { id: 6, error: 'gone', dead: true, delay: 0 },
+];
+
+/** Named statements covering every method of the dialect and every branch that changes the SQL. */
+export function dialectQueries(dialect: Dialect): Array<{ name: string; query: SqlQuery }> {
+  const queries: Array<[string, SqlQuery | SqlQuery[]]> = [
+    ['schema', dialect.schema(table).map((text) => ({ text, values: [] }))],
+    ['migrationLock', dialect.migrationLock()],
+    ['insert one', dialect.insert(table, rows.slice(0, 1), { serialize: false, notify: undefined })],
+    ['insert many', dialect.insert(table, rows, { serialize: false, notify: undefined })],
+    [
+      'insert serialized and notifying',
+      dialect.insert(table, rows, {
+        serialize: true,
+        notify: { channel: 'outboxer', payloads: ['o:orders:0', 'o:orders:1'] },
+      }),
+    ],
+    ...[false, true].flatMap((parkDead): Array<[string, SqlQuery | SqlQuery[]]> => [
+      ...(['group', 'total', 'none'] as const).flatMap((ordering): Array<[string, SqlQuery]> =>
+        [null, new Date(0), 'infinity' as const].map((dueBefore) => [
+          `poll ${ordering} due ${dueBefore instanceof Date ? 'date' : String(dueBefore)} parkDead=${parkDead}`,
+          dialect.poll(table, { lease, ordering, limit: 100, afterId: 10, dueBefore, parkDead }),
+        ]),
+      ),
+      [`hold parkDead=${parkDead}`, dialect.hold(table, 'orders', [1, 2], ['order:1'], parkDead)],
+      ...[true, false].map((keep): [string, SqlQuery[]] => [
+        `settle keep=${keep} parkDead=${parkDead}`,
+        dialect.settle(table, {
+          lease,
+          delivered: [1, 2],
+          failed,
+          unblockedGroups: ['order:1'],
+          keep,
+          ttl: 30_000,
+          parkDead,
+        }),
+      ]),
+      [`retryDead all parkDead=${parkDead}`, dialect.retryDead(table, 'orders', undefined, parkDead)],
+      [`retryDead ids parkDead=${parkDead}`, dialect.retryDead(table, 'orders', [1, 2], parkDead)],
+      [`releaseOrphanedHolds parkDead=${parkDead}`, dialect.releaseOrphanedHolds(table, 'orders', parkDead)],
+      [`blockedGroups parkDead=${parkDead}`, dialect.blockedGroups(table, 'orders', 100, parkDead)],
+    ]),
+    ['nextRetryAt', dialect.nextRetryAt(table, 'orders', 3)],
+    [
+      'acquireLease',
+      dialect.acquireLease(table, { outbox: 'orders', partition: 3, owner: 'node-1', ttl: 30_000 }),
+    ],
+    ['renewLease', dialect.renewLease(table, lease, 30_000)],
+    ['releaseLease', dialect.releaseLease(table, lease)],
+    ['heartbeat', dialect.heartbeat(table, 'orders', 'node-1', 30_000)],
+    ['removeNode', dialect.removeNode(table, 'orders', 'node-1')],
+    ['counts', dialect.counts(table, 'orders', 4)],
+    ['readConfiguration', dialect.readConfiguration(table, 'orders')],
+    [
+      'writeConfiguration',
+      dialect.writeConfiguration(table, 'orders', {
+        partitions: 4,
+        ordering: 'group',
+        serializeWrites: true,
+      }),
+    ],
+    ['serverVersion', dialect.serverVersion()],
+    ['list pending', dialect.list(table, 'orders', 'pending', 100)],
+    ['list dead', dialect.list(table, 'orders', 'dead', 100)],
+    ['discard', dialect.discard(table, 'orders', [1, 2])],
+    ['prune', dialect.prune(table, 'orders', 3600, 1000)],
+  ];
+  return queries.flatMap(([name, query]) =>
+    Array.isArray(query) ? query.map((q, i) => ({ name: `${name} #${i + 1}`, query: q })) : [{ name, query }],
+  );
+}
+
+/** The dialect methods {@link dialectQueries} covers; a test fails when the dialect grows one more. */
+export const coveredMethods = [
+  'schema',
+  'migrationLock',
+  'insert',
+  'poll',
+  'hold',
+  'nextRetryAt',
+  'settle',
+  'acquireLease',
+  'renewLease',
+  'releaseLease',
+  'heartbeat',
+  'removeNode',
+  'counts',
+  'readConfiguration',
+  'writeConfiguration',
+  'serverVersion',
+  'list',
+  'retryDead',
+  'discard',
+  'releaseOrphanedHolds',
+  'blockedGroups',
+  'prune',
+  'toEnvelope',
+];

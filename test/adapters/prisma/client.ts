@@ -1,0 +1,105 @@
+/**
+ * Generates the Prisma client of schema.prisma into ./generated (once per Prisma version and
+ * schema; concurrent test files agree through an atomic rename) and loads it.
+ *
+ * Offline: `prisma generate` wants the schema-engine binary from binaries.prisma.sh before it
+ * generates anything, but does not run it. PRISMA_SCHEMA_ENGINE_BINARY pointing at any existing
+ * file (the node binary here) skips the download. Nothing else is needed: the client runs on
+ * the WebAssembly query compiler shipped in @prisma/client and the pg driver adapter.
+ */
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const schemaPath = join(here, 'schema.prisma');
+const output = join(here, 'generated');
+
+/** The generated client, as far as the tests and the example use it. */
+export interface GeneratedPrisma {
+  PrismaClient: new (options: { adapter: unknown }) => GeneratedPrismaClient;
+}
+
+export interface GeneratedPrismaClient {
+  $queryRawUnsafe(query: string, ...values: unknown[]): Promise<unknown>;
+  $executeRawUnsafe(query: string, ...values: unknown[]): Promise<number>;
+  $transaction<T>(
+    fn: (tx: GeneratedPrismaTransaction) => Promise<T>,
+    options?: { maxWait?: number; timeout?: number },
+  ): Promise<T>;
+  $connect(): Promise<void>;
+  $disconnect(): Promise<void>;
+  order: GeneratedPrismaTransaction['order'];
+}
+
+export interface GeneratedPrismaTransaction {
+  $queryRawUnsafe(query: string, ...values: unknown[]): Promise<unknown>;
+  $executeRawUnsafe(query: string, ...values: unknown[]): Promise<number>;
+  order: {
+    create(args: {
+      data: { customer: string; total: number };
+    }): Promise<{ id: number; customer: string; total: number }>;
+    count(): Promise<number>;
+  };
+}
+
+function stamp(): string {
+  const require = createRequire(import.meta.url);
+  const version = (require('prisma/package.json') as { version: string }).version;
+  return createHash('sha256').update(version).update(readFileSync(schemaPath)).digest('hex');
+}
+
+/** Runs `prisma generate` unless ./generated already holds the client of this schema and Prisma version. */
+export function generatePrismaClient(): void {
+  const expected = stamp();
+  const stampFile = join(output, '.stamp');
+  if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === expected) return;
+
+  // Generate next to the schema under a private name, then move it into place in one rename.
+  const temporary = `${output}.${process.pid}.${Date.now()}`;
+  const temporarySchema = join(here, `schema.${process.pid}.${Date.now()}.prisma`);
+  writeFileSync(
+    temporarySchema,
+    readFileSync(schemaPath, 'utf8').replace(
+      /output\s*=\s*"\.\/generated"/,
+      `output = "./${temporary.slice(here.length + 1)}"`,
+    ),
+  );
+  try {
+    const cli = createRequire(import.meta.url).resolve('prisma/build/index.js');
+    execFileSync(process.execPath, [cli, 'generate', '--schema', temporarySchema], {
+      env: {
+        ...process.env,
+        PRISMA_SCHEMA_ENGINE_BINARY: process.execPath,
+        CHECKPOINT_DISABLE: '1',
+        PRISMA_HIDE_UPDATE_MESSAGE: '1',
+      },
+      stdio: 'pipe',
+    });
+    writeFileSync(join(temporary, '.stamp'), expected);
+    // Another test file may have finished first: keep its client, which is the same.
+    if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === expected) return;
+    if (existsSync(output)) rmSync(output, { recursive: true, force: true });
+    mkdirSync(dirname(output), { recursive: true });
+    try {
+      renameSync(temporary, output);
+    } catch (error) {
+      // Another test file generated the same client meanwhile: use theirs.
+      if (!existsSync(stampFile)) throw error;
+    }
+  } finally {
+    rmSync(temporarySchema, { force: true });
+    rmSync(temporary, { recursive: true, force: true });
+  }
+}
+
+export async function loadPrismaClient(): Promise<GeneratedPrisma> {
+  generatePrismaClient();
+  // A computed specifier: the generated code does not exist before the first test run, and the
+  // typecheck must not depend on it.
+  const url = pathToFileURL(join(output, 'client.mts')).href;
+  return (await import(/* @vite-ignore */ url)) as GeneratedPrisma;
+}
