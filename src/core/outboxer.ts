@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { checkConfigurations, checkServerVersion } from './configuration.js';
 import { OutboxCoordinator } from './coordinator.js';
 import type { DatabaseAdapter, InsertRow, Listener, MaybePromise, Row } from './database.js';
 import { encodeMessage, type PublishOptions } from './encoding.js';
@@ -324,82 +325,12 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     for (const outbox of this.outboxes.values()) {
       if (!tables.some((t) => sameTable(t, outbox.table))) tables.push(outbox.table);
     }
-    await this.checkServerVersion();
+    await checkServerVersion(this.adapter);
     const statements = [
       ...dialect.migrationLock(),
       ...tables.flatMap((t) => dialect.schema(t)).map((text) => ({ text, values: [] })),
     ];
     await this.adapter.executeAtomically(statements);
-  }
-
-  private async checkServerVersion(): Promise<void> {
-    const { dialect } = this.adapter;
-    const [row] = await this.adapter.execute(dialect.serverVersion());
-    const version = Number(row?.version);
-    if (!(version >= dialect.minimumVersion.number)) {
-      throw new OutboxerError(
-        'DATABASE_UNSUPPORTED',
-        `outboxer needs ${dialect.minimumVersion.name} or newer; this server reports version ${version}.`,
-      );
-    }
-  }
-
-  /**
-   * Checks this node's configuration of every outbox against the one recorded in the database
-   * (and records it the first time): nodes that disagree on partitions, ordering or
-   * serializeWrites write and read different partitions, and break the order.
-   */
-  private async checkConfigurations(): Promise<void> {
-    const { dialect } = this.adapter;
-    for (const outbox of this.outboxes.values()) {
-      const wanted = {
-        partitions: outbox.partitions,
-        ordering: outbox.ordering,
-        serializeWrites: outbox.serializeWrites,
-      };
-      const [row] = await this.adapter.execute(dialect.readConfiguration(outbox.table, outbox.name));
-      if (row !== undefined) {
-        const recorded = {
-          partitions: Number(row.partitions),
-          ordering: String(row.ordering),
-          serializeWrites: row.serialize_writes === true || row.serialize_writes === 1,
-        };
-        const differences = describeDifferences(recorded, wanted);
-        if (differences.length === 0) continue;
-        await this.allowReconfiguration(outbox, differences, recorded.partitions);
-      }
-      await this.adapter.execute(dialect.writeConfiguration(outbox.table, outbox.name, wanted));
-    }
-  }
-
-  private async allowReconfiguration(
-    outbox: ResolvedOutbox,
-    differences: string[],
-    recordedPartitions: number,
-  ): Promise<void> {
-    const what = differences.join('; ');
-    if (outbox.reconfigure === false) {
-      throw new OutboxerError(
-        'CONFIGURATION_MISMATCH',
-        `Outbox "${outbox.name}" is configured differently from the configuration recorded in the database: ${what}. Every node must agree, or messages are written to partitions no worker reads and groups are reordered. Deploy the same configuration everywhere; to change it on purpose, let the outbox drain (counts().pending = 0) and start one node with outboxes.${outbox.name}.reconfigure: true.`,
-      );
-    }
-    if (outbox.partitions !== recordedPartitions && outbox.reconfigure !== 'force') {
-      const [row] = await this.adapter.execute(
-        this.adapter.dialect.counts(outbox.table, outbox.name, outbox.partitions),
-      );
-      const pending = Number(row?.pending ?? 0);
-      if (pending > 0) {
-        throw new OutboxerError(
-          'CONFIGURATION_MISMATCH',
-          `Outbox "${outbox.name}" would change partitions (${what}) while ${pending} messages are pending: their groups could be reordered or orphaned. Let it drain first, or set outboxes.${outbox.name}.reconfigure: 'force' to accept that.`,
-        );
-      }
-    }
-    this.logger.warn('outboxer: recording a new outbox configuration', {
-      outbox: outbox.name,
-      changes: what,
-    });
   }
 
   /**
@@ -412,7 +343,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       throw new OutboxerError('INVALID_STATE', `start() called while outboxer is ${this.state}.`);
     this.state = 'starting';
     try {
-      await this.checkConfigurations();
+      await checkConfigurations(this.adapter, [...this.outboxes.values()], this.logger);
       await this.startRelays();
       await this.listenForNotifications();
       for (const outbox of this.outboxes.values()) {
@@ -690,18 +621,6 @@ interface EncodedGroup {
 function toDate(value: unknown): Date | null {
   if (value === null || value === undefined) return null;
   return value instanceof Date ? value : new Date(Number(value));
-}
-
-function describeDifferences(
-  recorded: { partitions: number; ordering: string; serializeWrites: boolean },
-  wanted: { partitions: number; ordering: string; serializeWrites: boolean },
-): string[] {
-  return (Object.keys(wanted) as Array<keyof typeof wanted>)
-    .filter((key) => recorded[key] !== wanted[key])
-    .map(
-      (key) =>
-        `${key} is ${JSON.stringify(wanted[key])} here but ${JSON.stringify(recorded[key])} in the database`,
-    );
 }
 
 function checkIds(ids: readonly number[]): number[] {

@@ -1,0 +1,91 @@
+import type { DatabaseAdapter, RecordedConfiguration } from './database.js';
+import { OutboxerError } from './errors.js';
+import type { Logger } from './logger.js';
+import type { ResolvedOutbox } from './options.js';
+
+type Adapter = DatabaseAdapter<never, boolean>;
+
+/** Refuses a database server older than the SQL needs (`migrate()` calls it first). */
+export async function checkServerVersion(adapter: Adapter): Promise<void> {
+  const { dialect } = adapter;
+  const [row] = await adapter.execute(dialect.serverVersion());
+  const version = Number(row?.version);
+  if (!(version >= dialect.minimumVersion.number)) {
+    throw new OutboxerError(
+      'DATABASE_UNSUPPORTED',
+      `outboxer needs ${dialect.minimumVersion.name} or newer; this server reports version ${version}.`,
+    );
+  }
+}
+
+/**
+ * Checks this node's configuration of every outbox against the one recorded in the database
+ * (and records it the first time): nodes that disagree on partitions, ordering or
+ * serializeWrites write and read different partitions, and break the order.
+ */
+export async function checkConfigurations(
+  adapter: Adapter,
+  outboxes: readonly ResolvedOutbox[],
+  logger: Logger,
+): Promise<void> {
+  const { dialect } = adapter;
+  for (const outbox of outboxes) {
+    const wanted: RecordedConfiguration = {
+      partitions: outbox.partitions,
+      ordering: outbox.ordering,
+      serializeWrites: outbox.serializeWrites,
+    };
+    const [row] = await adapter.execute(dialect.readConfiguration(outbox.table, outbox.name));
+    if (row !== undefined) {
+      const recorded = {
+        partitions: Number(row.partitions),
+        ordering: String(row.ordering),
+        serializeWrites: row.serialize_writes === true || row.serialize_writes === 1,
+      };
+      const differences = describeDifferences(recorded, wanted);
+      if (differences.length === 0) continue;
+      await allowReconfiguration(adapter, outbox, differences, recorded.partitions);
+      logger.warn('outboxer: recording a new outbox configuration', {
+        outbox: outbox.name,
+        changes: differences.join('; '),
+      });
+    }
+    await adapter.execute(dialect.writeConfiguration(outbox.table, outbox.name, wanted));
+  }
+}
+
+async function allowReconfiguration(
+  adapter: Adapter,
+  outbox: ResolvedOutbox,
+  differences: string[],
+  recordedPartitions: number,
+): Promise<void> {
+  const what = differences.join('; ');
+  if (outbox.reconfigure === false) {
+    throw new OutboxerError(
+      'CONFIGURATION_MISMATCH',
+      `Outbox "${outbox.name}" is configured differently from the configuration recorded in the database: ${what}. Every node must agree, or messages are written to partitions no worker reads and groups are reordered. Deploy the same configuration everywhere; to change it on purpose, let the outbox drain (counts().pending = 0) and start one node with outboxes.${outbox.name}.reconfigure: true.`,
+    );
+  }
+  if (outbox.partitions === recordedPartitions || outbox.reconfigure === 'force') return;
+  const [row] = await adapter.execute(adapter.dialect.counts(outbox.table, outbox.name, outbox.partitions));
+  const pending = Number(row?.pending ?? 0);
+  if (pending > 0) {
+    throw new OutboxerError(
+      'CONFIGURATION_MISMATCH',
+      `Outbox "${outbox.name}" would change partitions (${what}) while ${pending} messages are pending: their groups could be reordered or orphaned. Let it drain first, or set outboxes.${outbox.name}.reconfigure: 'force' to accept that.`,
+    );
+  }
+}
+
+function describeDifferences(
+  recorded: { partitions: number; ordering: string; serializeWrites: boolean },
+  wanted: RecordedConfiguration,
+): string[] {
+  return (Object.keys(wanted) as Array<keyof RecordedConfiguration>)
+    .filter((key) => recorded[key] !== wanted[key])
+    .map(
+      (key) =>
+        `${key} is ${JSON.stringify(wanted[key])} here but ${JSON.stringify(recorded[key])} in the database`,
+    );
+}
