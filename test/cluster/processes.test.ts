@@ -47,11 +47,16 @@ function run(script: string, ...args: string[]): ChildProcess {
   return child;
 }
 
+const started = Date.now();
+const phase = (what: string) =>
+  process.stderr.write(`[multi-process +${((Date.now() - started) / 1000).toFixed(1)}s] ${what}\n`);
+
 async function startRelay(name: string): Promise<ChildProcess> {
   const child = run('relay-node.ts', name);
   let output = '';
   child.stdout!.on('data', (chunk: Buffer) => (output += chunk.toString()));
-  await waitUntil(() => output.includes('ready'), 30_000, `relay ${name} to start`);
+  await waitUntil(() => output.includes('ready'), 60_000, `relay ${name} to start`);
+  phase(`relay ${name} ready`);
   return child;
 }
 
@@ -60,6 +65,7 @@ test('SIGKILL mid-batch and a rolling restart lose nothing and reorder no group'
   for (const name of ['a', 'b', 'c']) relays.set(name, await startRelay(name));
 
   const publisher = run('publisher.ts', '8');
+  const publisherExit = once(publisher, 'exit'); // listen now: it may exit while relays restart
   let published = '';
   publisher.stdout!.on('data', (chunk: Buffer) => (published += chunk.toString()));
 
@@ -70,15 +76,18 @@ test('SIGKILL mid-batch and a rolling restart lose nothing and reorder no group'
     'a to deliver',
   );
   relays.get('a')!.kill('SIGKILL');
+  phase('a killed');
   await sleep(1000);
   // Rolling deploy of "b": graceful stop, then a new process takes its place.
   relays.get('b')!.kill('SIGTERM');
   const [code] = await once(relays.get('b')!, 'exit');
   expect(code).toBe(0);
+  phase('b stopped gracefully');
   relays.set('b2', await startRelay('b2'));
   relays.set('a2', await startRelay('a2'));
 
-  await once(publisher, 'exit');
+  await publisherExit;
+  phase(`publisher done: ${published.trim()}`);
   const { committed, rolledBack } = JSON.parse(published) as { committed: number; rolledBack: number };
   const admin = new Outboxer({
     database: fixture.database,
@@ -86,7 +95,8 @@ test('SIGKILL mid-batch and a rolling restart lose nothing and reorder no group'
     relay: false,
     outboxes: { events: clusterOutboxOptions },
   });
-  await waitUntil(async () => (await admin.counts('events')).pending === 0, 60_000, 'the outbox to drain');
+  await waitUntil(async () => (await admin.counts('events')).pending === 0, 120_000, 'the outbox to drain');
+  phase('drained');
   for (const [name, child] of relays) if (name !== 'a' && name !== 'b') child.kill('SIGTERM');
 
   const publishedIds = (await fixture.query('SELECT message_id FROM published ORDER BY message_id')).map(
@@ -135,4 +145,4 @@ test('SIGKILL mid-batch and a rolling restart lose nothing and reorder no group'
       .filter((c) => c.exitCode === null && c.signalCode === null)
       .map((c) => once(c, 'exit')),
   );
-}, 180_000);
+}, 300_000);

@@ -7,5 +7,7 @@ export const clusterOutboxOptions: OutboxOptions = {
   batchSize: 20,
   pollInterval: 50,
   notify: true,
+  // Three concurrent writers share groups: without it a later id can commit first (docs/ordering.md).
+  serializeWrites: true,
   backoff: { min: 20, max: 200 },
 };
