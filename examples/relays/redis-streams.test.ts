@@ -1,16 +1,10 @@
-import { afterEach, expect, test, vi } from 'vitest';
+import { expect, test } from 'vitest';
 import { main } from './redis-streams.js';
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
+import { printedBy } from './printed.js';
 
 // Runs the documented example against Redis on 127.0.0.1:6379 and reads what it printed.
 test('the Redis Streams example appends both messages of an order to a stream, in order', async () => {
-  const lines: string[] = [];
-  vi.spyOn(console, 'log').mockImplementation((line: unknown) => void lines.push(String(line)));
-  await main();
-  expect(lines).toEqual([
+  expect(await printedBy(main)).toEqual([
     'order:1 #1 OrderPlaced {"orderId":1,"total":4200}',
     'order:1 #2 OrderPaid {"orderId":1}',
   ]);

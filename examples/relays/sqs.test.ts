@@ -1,16 +1,10 @@
-import { afterEach, expect, test, vi } from 'vitest';
+import { expect, test } from 'vitest';
 import { main } from './sqs.js';
-
-afterEach(() => {
-  vi.restoreAllMocks();
-});
+import { printedBy } from './printed.js';
 
 // Runs the documented example against ElasticMQ (scripts/services/sqs.sh) and reads what it printed.
 test('the SQS example relays both messages of an order to a FIFO queue, in order', async () => {
-  const lines: string[] = [];
-  vi.spyOn(console, 'log').mockImplementation((line: unknown) => void lines.push(String(line)));
-  await main();
-  expect(lines).toEqual([
+  expect(await printedBy(main)).toEqual([
     'order:1 #1 OrderPlaced {"orderId":1,"total":4200}',
     'order:1 #2 OrderPaid {"orderId":1}',
   ]);

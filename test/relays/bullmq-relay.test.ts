@@ -1,19 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { createServer, type AddressInfo } from 'node:net';
-import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Queue, Worker } from 'bullmq';
 import { Redis } from 'ioredis';
-import {
-  OutboxerError,
-  PermanentError,
-  SKIPPED,
-  isOutboxerError,
-  type DeliveryContext,
-  type DeliveryOutcome,
-  type Envelope,
-} from 'outboxer';
+import { OutboxerError, PermanentError, SKIPPED, isOutboxerError, type Envelope } from 'outboxer';
 import { bullmqRelay, defaultJobId, type BullmqJobData, type BullmqQueueLike } from 'outboxer/bullmq';
+import { deliverBatch, makeContext, makeEnvelope } from '../support/envelopes.js';
+import { invalidOptions } from './contract.js';
+import { closedPort } from '../support/tcp-proxy.js';
 
 // Focused tests of outboxer/bullmq against the Redis on 127.0.0.1:6379 (keys under a random prefix).
 const REDIS = { host: '127.0.0.1', port: 6379 };
@@ -55,45 +48,8 @@ function newQueue(
   return queue;
 }
 
-let nextId = 1;
-function envelope(overrides: Partial<Envelope> = {}): Envelope {
-  return {
-    id: nextId++,
-    outbox: 'events',
-    type: null,
-    groupKey: 'g1',
-    partition: 0,
-    payload: { n: 1 },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-    ...overrides,
-  };
-}
-
-function context(signal: AbortSignal = new AbortController().signal): DeliveryContext {
-  return { outbox: 'events', partition: 0, ordering: 'group', signal };
-}
-
-async function deliver(
-  relay: ReturnType<typeof bullmqRelay>,
-  batch: Envelope[],
-  signal?: AbortSignal,
-): Promise<DeliveryOutcome[]> {
-  return (await relay.deliver(batch, context(signal))) as DeliveryOutcome[];
-}
-
-/** A closed local port: connections to it are refused. */
-async function closedPort(): Promise<number> {
-  const server = createServer().listen(0, '127.0.0.1');
-  await once(server, 'listening');
-  const { port } = server.address() as AddressInfo;
-  await new Promise((resolve) => server.close(resolve));
-  return port;
-}
+const envelope = (overrides: Partial<Envelope> = {}) =>
+  makeEnvelope({ groupKey: 'g1', payload: { n: 1 }, ...overrides });
 
 describe('bullmqRelay options', () => {
   const queue = { name: 'q', addBulk: async () => [] } satisfies BullmqQueueLike;
@@ -113,14 +69,7 @@ describe('bullmqRelay options', () => {
     [{ queue, timeout: 0 }, /bullmqRelay\.timeout.*integer from 1/],
     [{ queue, name: '' }, /bullmqRelay\.name/],
   ])('rejects %j', (options, message) => {
-    let error: unknown;
-    try {
-      bullmqRelay(options as never);
-    } catch (caught) {
-      error = caught;
-    }
-    expect(isOutboxerError(error) && error.code).toBe('INVALID_OPTIONS');
-    expect((error as Error).message).toMatch(message);
+    expect(invalidOptions(() => bullmqRelay(options as never))).toMatch(message);
   });
 
   test('the default job id is outboxer-<outbox>-<id>, which BullMQ accepts', () => {
@@ -139,7 +88,7 @@ describe('bullmqRelay against Redis', () => {
       groupKey: 'order:7',
     });
     const untyped = envelope({ groupKey: null, payload: [1, 2] });
-    expect(await deliver(relay, [typed, untyped])).toEqual([{ ok: true }, { ok: true }]);
+    expect(await deliverBatch(relay, [typed, untyped])).toEqual([{ ok: true }, { ok: true }]);
 
     const first = (await queue.getJob(`outboxer-events-${typed.id}`))!;
     expect(first.name).toBe('OrderPaid');
@@ -167,9 +116,9 @@ describe('bullmqRelay against Redis', () => {
     const queue = newQueue();
     const relay = bullmqRelay({ queue });
     const batch = [envelope({ payload: { v: 1 } }), envelope({ payload: { v: 1 } })];
-    await deliver(relay, batch);
+    await deliverBatch(relay, batch);
     const again = batch.map((m) => ({ ...m, payload: { v: 2 } }));
-    expect(await deliver(relay, again)).toEqual([{ ok: true }, { ok: true }]);
+    expect(await deliverBatch(relay, again)).toEqual([{ ok: true }, { ok: true }]);
     expect(await queue.getJobCountByTypes('wait')).toBe(2);
     expect(((await queue.getJob(`outboxer-events-${batch[0]!.id}`))!.data as BullmqJobData).payload).toEqual({
       v: 1,
@@ -187,10 +136,10 @@ describe('bullmqRelay against Redis', () => {
       concurrency: 1,
     });
     try {
-      await deliver(relay, [message]);
+      await deliverBatch(relay, [message]);
       await expect.poll(() => runs.length).toBe(1);
       await expect.poll(async () => queue.getJob(`outboxer-events-${message.id}`)).toBeUndefined();
-      await deliver(relay, [message]);
+      await deliverBatch(relay, [message]);
       await expect.poll(() => runs.length).toBe(2);
     } finally {
       await worker.close();
@@ -204,7 +153,7 @@ describe('bullmqRelay against Redis', () => {
     const bad = envelope({ groupKey: 'a' });
     const after = envelope({ groupKey: 'a' });
     const other = envelope({ groupKey: 'b' });
-    const outcomes = await deliver(relay, [before, bad, after, other]);
+    const outcomes = await deliverBatch(relay, [before, bad, after, other]);
     expect(outcomes[0]).toEqual({ ok: true });
     expect(outcomes[1]!.ok).toBe(false);
     const error = (outcomes[1] as { error: OutboxerError }).error;
@@ -228,7 +177,7 @@ describe('bullmqRelay against Redis', () => {
     const behind = envelope({ groupKey: 'a' });
     const other = envelope({ groupKey: 'b' });
     const ungrouped = envelope({ groupKey: null });
-    const outcomes = await deliver(relay, [small, large, behind, other, ungrouped]);
+    const outcomes = await deliverBatch(relay, [small, large, behind, other, ungrouped]);
     expect(outcomes.map((o) => o.ok)).toEqual([true, false, false, true, true]);
     expect((outcomes[1] as { error: unknown }).error).toBeInstanceOf(PermanentError);
     expect(String((outcomes[1] as { error: Error }).error.message)).toMatch(/exceeds the limit/);
@@ -249,7 +198,7 @@ describe('bullmqRelay against Redis', () => {
     ];
     // A plain string where the job hash belongs: Redis answers WRONGTYPE for this job alone.
     await redis.set(`${prefix}:${queue.name}:outboxer-events-${refused!.id}`, 'not a job');
-    const outcomes = await deliver(relay, [first!, refused!, behind!, other!]);
+    const outcomes = await deliverBatch(relay, [first!, refused!, behind!, other!]);
     expect(outcomes[0]).toEqual({ ok: true });
     expect(outcomes[1]!.ok).toBe(false);
     expect((outcomes[1] as { error: PermanentError }).error.permanent).toBe(false); // Redis' refusal is retried
@@ -273,7 +222,7 @@ describe('bullmqRelay against Redis', () => {
     const relay = bullmqRelay({ queue: counting, timeout: 300 });
     await relay.start!();
     try {
-      const outcomes = await deliver(relay, [envelope({ groupKey: 'a' }), envelope({ groupKey: 'b' })]);
+      const outcomes = await deliverBatch(relay, [envelope({ groupKey: 'a' }), envelope({ groupKey: 'b' })]);
       expect(calls).toBe(1); // no one-by-one retry: the failure is not about particular jobs
       for (const outcome of outcomes) {
         expect(outcome.ok).toBe(false);
@@ -291,7 +240,11 @@ describe('bullmqRelay against Redis', () => {
     const relay = bullmqRelay({ queue });
     const controller = new AbortController();
     controller.abort(new Error('outboxer is stopping'));
-    const outcomes = await deliver(relay, [envelope(), envelope()], controller.signal);
+    const outcomes = await deliverBatch(
+      relay,
+      [envelope(), envelope()],
+      makeContext({ signal: controller.signal }),
+    );
     expect(outcomes.every((o) => !o.ok)).toBe(true);
     expect(await queue.getJobCountByTypes('wait')).toBe(0);
   });

@@ -4,8 +4,9 @@
  * checks it. A relay's test file calls {@link relayContract} with a harness for its destination.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Outboxer, type OutboxOptions, type Relay } from 'outboxer';
+import { isOutboxerError, Outboxer, type OutboxOptions, type Relay } from 'outboxer';
 import { sqliteFixture } from '../support/databases.js';
+import { waitUntil } from '../support/random.js';
 
 /** A message as the consumer saw it at the destination. */
 export interface Received {
@@ -45,17 +46,24 @@ export interface RelayHarness {
   readonly timeout?: number;
 }
 
-export async function waitFor(
-  check: () => Promise<boolean> | boolean,
-  timeout: number,
-  what: string,
-): Promise<void> {
-  const deadline = Date.now() + timeout;
-  while (Date.now() < deadline) {
-    if (await check()) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
+/** Polls `check` until it holds; throws naming `what` after `timeout` ms. */
+export const waitFor = waitUntil;
+
+/**
+ * The message of the INVALID_OPTIONS error that `create` throws, as every relay factory does for
+ * options it cannot take; fails the test when `create` throws anything else, or nothing.
+ *
+ * @example
+ * expect(invalidOptions(() => natsRelay({} as never))).toMatch(/natsRelay\.jetstream/);
+ */
+export function invalidOptions(create: () => unknown): string {
+  try {
+    create();
+  } catch (error) {
+    expect(isOutboxerError(error) && error.code).toBe('INVALID_OPTIONS');
+    return (error as Error).message;
   }
-  throw new Error(`Timed out after ${timeout} ms waiting for ${what}`);
+  throw new Error('the options were accepted');
 }
 
 /** First deliveries per group must be in id order; returns the violations. */
@@ -106,6 +114,25 @@ export function relayContract(harness: RelayHarness): void {
       }
     }
 
+    /**
+     * Waits until the destination holds every one of `ids`, then checks that it holds nothing else
+     * and, where it keeps order, that first deliveries came in order per group.
+     */
+    async function expectArrived(destination: Destination, ids: number[], what: string): Promise<Received[]> {
+      let received: Received[] = [];
+      await waitFor(
+        async () => {
+          received = await destination.received();
+          return new Set(received.map((m) => m.id)).size >= ids.length;
+        },
+        timeout,
+        what,
+      );
+      expect(new Set(received.map((m) => m.id))).toEqual(new Set(ids));
+      if (harness.keepsOrder) expect(orderViolations(received)).toEqual([]);
+      return received;
+    }
+
     function publish(
       outboxer: Outboxer<unknown, boolean>,
       count: number,
@@ -144,17 +171,7 @@ export function relayContract(harness: RelayHarness): void {
             );
             return published;
           });
-          let received: Received[] = [];
-          await waitFor(
-            async () => {
-              received = await destination.received();
-              return new Set(received.map((m) => m.id)).size >= ids.length;
-            },
-            timeout,
-            'every message at the destination',
-          );
-          expect(new Set(received.map((m) => m.id))).toEqual(new Set(ids));
-          if (harness.keepsOrder) expect(orderViolations(received)).toEqual([]);
+          const received = await expectArrived(destination, ids, 'every message at the destination');
           if (harness.dedupesById) {
             for (const message of received) expect(message.dedupeId).toBe(String(message.id));
           }
@@ -191,17 +208,7 @@ export function relayContract(harness: RelayHarness): void {
             );
             return published;
           });
-          let received: Received[] = [];
-          await waitFor(
-            async () => {
-              received = await destination.received();
-              return new Set(received.map((m) => m.id)).size >= ids.length;
-            },
-            timeout,
-            'every message after the outage',
-          );
-          expect(new Set(received.map((m) => m.id))).toEqual(new Set(ids));
-          if (harness.keepsOrder) expect(orderViolations(received)).toEqual([]);
+          await expectArrived(destination, ids, 'every message after the outage');
         } finally {
           await destination.teardown();
         }

@@ -4,17 +4,15 @@
  * broker, partial failures and what they do to the order of a group.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Admin, Consumer, Producer, stringDeserializers } from '@platformatic/kafka';
+import { Producer } from '@platformatic/kafka';
 import { Kafka, logLevel } from 'kafkajs';
 import {
   Outboxer,
   OutboxerError,
   PermanentError,
   SKIPPED,
-  type DeliveryContext,
   type DeliveryOutcome,
   type Envelope,
-  type Relay,
 } from 'outboxer';
 import {
   javaPartition,
@@ -25,82 +23,26 @@ import {
   type KafkaRelayOptions,
 } from 'outboxer/kafka';
 import { sqliteFixture } from '../support/databases.js';
+import { deliverBatch, makeEnvelope } from '../support/envelopes.js';
 import { waitFor } from './contract.js';
+import { BOOTSTRAP, randomName, readTopics, topicAdmin, type ReadRecord } from './kafka-support.js';
 
-const BOOTSTRAP = '127.0.0.1:9092';
-const admin = new Admin({ clientId: 'outboxer-test-admin', bootstrapBrokers: [BOOTSTRAP] });
-const topics: string[] = [];
-afterAll(async () => {
-  await admin.deleteTopics({ topics }).catch(() => undefined);
-  await admin.close();
-});
+const { createTopic } = topicAdmin();
 
-const randomName = (prefix: string) => `${prefix}-${Math.random().toString(36).slice(2, 10)}`;
-
-/** A fresh topic; `maxMessageBytes` sets the topic's max.message.bytes to make the broker refuse big batches. */
-async function createTopic(partitions = 3, maxMessageBytes?: number): Promise<string> {
-  const topic = randomName('outboxer-test');
-  const configs =
-    maxMessageBytes === undefined ? [] : [{ name: 'max.message.bytes', value: String(maxMessageBytes) }];
-  await admin.createTopics({ topics: [topic], partitions, replicas: 1, configs });
-  topics.push(topic);
-  return topic;
-}
-
-interface Read {
-  id: number;
-  topic: string;
-  partition: number;
-  key: string | null;
-  value: unknown;
-  headers: Record<string, string>;
-}
-
-async function readTopics(names: string[]) {
-  const consumer = new Consumer({
-    groupId: randomName('outboxer-reader'),
-    clientId: 'outboxer-test-reader',
-    bootstrapBrokers: [BOOTSTRAP],
-    deserializers: stringDeserializers,
-  });
-  const stream = await consumer.consume({
-    topics: names,
-    mode: 'earliest',
-    autocommit: false,
-    maxWaitTime: 200,
-  });
-  const messages: Read[] = [];
-  stream.on('data', (m) => {
-    const headers = Object.fromEntries(m.headers) as Record<string, string>;
-    messages.push({
-      id: Number(headers['outboxer-id']),
-      topic: m.topic,
-      partition: m.partition,
-      key: m.key ?? null,
-      value: JSON.parse(m.value!),
-      headers,
-    });
-  });
-  return {
-    messages,
-    async close() {
-      await stream.close();
-      await consumer.close();
-    },
-  };
-}
+/** A record read back, its value parsed from JSON. */
+type Read = Omit<ReadRecord, 'value'> & { value: unknown };
 
 /** Reads until `ids` arrived, waits a little more for strays, and returns everything read. */
 async function readBack(names: string[], ids: number[]): Promise<Read[]> {
   const reader = await readTopics(names);
   try {
     await waitFor(
-      () => ids.every((id) => reader.messages.some((m) => m.id === id)),
+      () => ids.every((id) => reader.records.some((m) => m.id === id)),
       20_000,
       `messages ${ids.join(', ')}`,
     );
     await new Promise((resolve) => setTimeout(resolve, 500));
-    return [...reader.messages];
+    return reader.records.map((record) => ({ ...record, value: JSON.parse(record.value) }));
   } finally {
     await reader.close();
   }
@@ -167,38 +109,13 @@ const clients: Record<string, () => ClientUnderTest> = {
   },
 };
 
-let nextId = 1;
 function envelope(
   groupKey: string | null,
   payload: Record<string, unknown> = {},
   headers: Record<string, string> = {},
 ): Envelope {
-  const id = nextId++;
-  return {
-    id,
-    outbox: 'events',
-    type: 'test.event',
-    groupKey,
-    partition: 0,
-    payload: { id, ...payload },
-    headers,
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-  };
-}
-
-const context = (): DeliveryContext => ({
-  outbox: 'events',
-  partition: 0,
-  ordering: 'group',
-  signal: new AbortController().signal,
-});
-
-async function deliver(relay: Relay, batch: Envelope[]): Promise<DeliveryOutcome[]> {
-  return (await relay.deliver(batch, context())) as DeliveryOutcome[];
+  const message = makeEnvelope({ groupKey, type: 'test.event', headers });
+  return { ...message, payload: { id: message.id, ...payload } };
 }
 
 /** Group keys that the Java partitioner puts on partitions 0, 1 and 2 of a 3-partition topic. */
@@ -269,7 +186,7 @@ describe.each(Object.keys(clients))('kafka relay through %s', (name) => {
     await relay.start!();
     const keyed = envelope('order:42', { total: 12.5, items: ['a', 'é'] }, { traceparent: '00-abc-01' });
     const unkeyed = envelope(null, { audit: true });
-    expect(await deliver(relay, [keyed, unkeyed])).toEqual([{ ok: true }, { ok: true }]);
+    expect(await deliverBatch(relay, [keyed, unkeyed])).toEqual([{ ok: true }, { ok: true }]);
     const read = await readBack([topic], [keyed.id, unkeyed.id]);
     const first = read.find((m) => m.id === keyed.id)!;
     expect(first).toMatchObject({
@@ -298,7 +215,7 @@ describe.each(Object.keys(clients))('kafka relay through %s', (name) => {
     const batches = Array.from({ length: 6 }, (_, i) =>
       Array.from({ length: 5 }, (_, j) => envelope(`k${i}-${j}`)),
     );
-    const results = await Promise.all(batches.map((batch, i) => deliver(relays[i % 2]!, batch)));
+    const results = await Promise.all(batches.map((batch, i) => deliverBatch(relays[i % 2]!, batch)));
     for (const outcomes of results) expect(outcomes.every((o) => o.ok)).toBe(true);
     expect(client.sends.max).toBe(1);
   });
@@ -308,7 +225,7 @@ describe.each(Object.keys(clients))('kafka relay through %s', (name) => {
     const [key] = keysOnPartitions();
     const batch = Array.from({ length: 10 }, () => envelope(key, { text: 'x'.repeat(1000) }));
     const before = client.sends.total;
-    expect((await deliver(relay, batch)).every((o) => o.ok)).toBe(true);
+    expect((await deliverBatch(relay, batch)).every((o) => o.ok)).toBe(true);
     expect(client.sends.total - before).toBeGreaterThanOrEqual(3);
     const read = await readBack(
       [topic],
@@ -319,9 +236,9 @@ describe.each(Object.keys(clients))('kafka relay through %s', (name) => {
 
     const small = Array.from({ length: 10 }, (_, i) => envelope(`small-${i}`));
     const beforeSmall = client.sends.total;
-    expect((await deliver(kafkaRelay({ producer: client.adapter, topic }), small)).every((o) => o.ok)).toBe(
-      true,
-    );
+    expect(
+      (await deliverBatch(kafkaRelay({ producer: client.adapter, topic }), small)).every((o) => o.ok),
+    ).toBe(true);
     // One call for the batch; kafkajs takes one topic-partition per call (3 partitions here).
     expect(client.sends.total - beforeSmall).toBe(
       name === 'kafkajs' ? new Set(small.map((m) => javaPartition(m.groupKey!, 3))).size : 1,
@@ -330,7 +247,7 @@ describe.each(Object.keys(clients))('kafka relay through %s', (name) => {
 
   test('fails a message bigger than maxBytes for good before sending it, and holds back the rest of its group', async () => {
     const relay = kafkaRelay({ producer: client.adapter, topic, maxBytes: 2048 });
-    const outcomes = await deliver(relay, [
+    const outcomes = await deliverBatch(relay, [
       envelope('big', { text: 'x'.repeat(5000) }),
       envelope('big'),
       envelope('other'),
@@ -355,7 +272,7 @@ describe.each(Object.keys(clients))('kafka relay through %s', (name) => {
       envelope('g2', { to: topic }),
       envelope(null, { to: missing }),
     ];
-    const outcomes = await deliver(relay, batch);
+    const outcomes = await deliverBatch(relay, batch);
     for (const index of [0, 3]) {
       const error = errorOf(outcomes[index]) as OutboxerError;
       expect(error.code).toBe('RELAY_MISCONFIGURED');
@@ -431,7 +348,7 @@ describe.each(Object.keys(clients))('kafka relay through %s', (name) => {
     const refused = envelope('order:7', { big: true, text: 'x'.repeat(4000) });
     const after = envelope('order:7');
     const other = envelope('order:8');
-    const outcomes = await deliver(relay, [refused, after, other]);
+    const outcomes = await deliverBatch(relay, [refused, after, other]);
     expect(errorOf(outcomes[0])).toBeInstanceOf(PermanentError);
     expect(outcomes.slice(1)).toEqual([{ ok: false, error: SKIPPED }, { ok: true }]);
     const read = await readBack([topic], [other.id]);

@@ -11,16 +11,13 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import {
-  Admin,
-  Consumer,
   Producer,
   compatibilityPartitioner,
   defaultPartitioner,
-  stringDeserializers,
   stringSerializers,
 } from '@platformatic/kafka';
 import { Kafka, logLevel, Partitioners } from 'kafkajs';
-import type { DeliveryOutcome, Envelope } from 'outboxer';
+import type { Envelope } from 'outboxer';
 import {
   javaPartition,
   kafkajsProducer,
@@ -28,9 +25,10 @@ import {
   platformaticProducer,
   type KafkaClientAdapter,
 } from 'outboxer/kafka';
+import { deliverBatch, makeEnvelope } from '../support/envelopes.js';
 import { waitFor } from './contract.js';
+import { BOOTSTRAP, readTopics, topicAdmin } from './kafka-support.js';
 
-const BOOTSTRAP = '127.0.0.1:9092';
 const PARTITIONS = 5;
 const KEYS = [
   ...Array.from({ length: 60 }, (_, i) => `customer-${i}`),
@@ -43,70 +41,27 @@ const KEYS = [
   'abc',
   'abcd',
 ];
-const admin = new Admin({ clientId: 'outboxer-test-admin', bootstrapBrokers: [BOOTSTRAP] });
-const topics: string[] = [];
-afterAll(async () => {
-  await admin.deleteTopics({ topics }).catch(() => undefined);
-  await admin.close();
-});
-
-async function createTopic(): Promise<string> {
-  const topic = `outboxer-test-${Math.random().toString(36).slice(2, 10)}`;
-  await admin.createTopics({ topics: [topic], partitions: PARTITIONS, replicas: 1 });
-  topics.push(topic);
-  return topic;
-}
+const { createTopic } = topicAdmin();
 
 /** key → partition, as a consumer sees the topic. */
 async function partitionsByKey(topic: string): Promise<Map<string, number>> {
-  const consumer = new Consumer({
-    groupId: `outboxer-reader-${topic}`,
-    clientId: 'outboxer-test-reader',
-    bootstrapBrokers: [BOOTSTRAP],
-    deserializers: stringDeserializers,
-  });
-  const stream = await consumer.consume({
-    topics: [topic],
-    mode: 'earliest',
-    autocommit: false,
-    maxWaitTime: 200,
-  });
-  const seen = new Map<string, number>();
-  stream.on('data', (message) => seen.set(message.key!, message.partition));
+  const reader = await readTopics([topic]);
+  const seen = () => new Map(reader.records.map((record) => [record.key!, record.partition]));
   try {
-    await waitFor(() => seen.size >= KEYS.length, 20_000, `every key in ${topic}`);
-    return seen;
+    await waitFor(() => seen().size >= KEYS.length, 20_000, `every key in ${topic}`);
+    return seen();
   } finally {
-    await stream.close();
-    await consumer.close();
+    await reader.close();
   }
 }
 
 const envelopes = (): Envelope[] =>
-  KEYS.map((key, i) => ({
-    id: i + 1,
-    outbox: 'events',
-    type: null,
-    groupKey: key,
-    partition: 0,
-    payload: { key },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-  }));
+  KEYS.map((key, i) => makeEnvelope({ id: i + 1, groupKey: key, payload: { key } }));
 
 async function viaRelay(adapter: KafkaClientAdapter, topic: string): Promise<void> {
   const relay = kafkaRelay({ producer: adapter, topic });
   await relay.start!();
-  const outcomes = (await relay.deliver(envelopes(), {
-    outbox: 'events',
-    partition: 0,
-    ordering: 'group',
-    signal: new AbortController().signal,
-  })) as DeliveryOutcome[];
+  const outcomes = await deliverBatch(relay, envelopes());
   expect(outcomes.every((o) => o.ok)).toBe(true);
 }
 
@@ -155,7 +110,7 @@ const seen = new Map<string, Map<string, number>>();
 
 beforeAll(async () => {
   for (const [name, produce] of Object.entries(producers)) {
-    const topic = await createTopic();
+    const topic = await createTopic(PARTITIONS);
     await produce(topic);
     seen.set(name, await partitionsByKey(topic));
   }
@@ -184,7 +139,7 @@ const javaReady = existsSync(libs) && spawnSync(java, ['-version']).status === 0
 test.skipIf(!javaReady)(
   'the Java client (kafka-console-producer) puts every key where the relay does',
   async () => {
-    const topic = await createTopic();
+    const topic = await createTopic(PARTITIONS);
     const run = spawnSync(
       java,
       [

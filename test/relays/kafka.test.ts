@@ -12,40 +12,16 @@
  */
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Admin, Consumer, Producer, stringDeserializers } from '@platformatic/kafka';
+import { Producer } from '@platformatic/kafka';
 import { Kafka, logLevel } from 'kafkajs';
-import {
-  OutboxerError,
-  PermanentError,
-  SKIPPED,
-  type DeliveryContext,
-  type DeliveryOutcome,
-  type Envelope,
-  type Relay,
-} from 'outboxer';
+import { OutboxerError, PermanentError, SKIPPED, type Relay } from 'outboxer';
 import { kafkajsProducer, kafkaRelay, platformaticProducer, type KafkaClientAdapter } from 'outboxer/kafka';
+import { deliverBatch, makeContext, makeEnvelope } from '../support/envelopes.js';
+import { tcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { relayContract, waitFor, type Received } from './contract.js';
+import { BROKER, randomName, readTopics, topicAdmin, type ReadRecord } from './kafka-support.js';
 
-const BROKER = { host: '127.0.0.1', port: 9092 };
-const admin = new Admin({
-  clientId: 'outboxer-test-admin',
-  bootstrapBrokers: [`${BROKER.host}:${BROKER.port}`],
-});
-afterAll(() => admin.close());
-
-function randomName(prefix: string): string {
-  return `${prefix}-${Math.random().toString(36).slice(2, 10)}`;
-}
-
-async function createTopic(partitions = 3): Promise<string> {
-  const topic = randomName('outboxer-test');
-  await admin.createTopics({ topics: [topic], partitions, replicas: 1 });
-  return topic;
-}
-
-async function deleteTopic(topic: string): Promise<void> {
-  await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
-}
+const { admin, createTopic } = topicAdmin();
 
 /** How many records the topic holds: the sum of its partitions' end offsets. */
 async function recordCount(topic: string): Promise<number> {
@@ -54,80 +30,13 @@ async function recordCount(topic: string): Promise<number> {
   return offsets.flatMap((t) => t.partitions).reduce((sum, p) => sum + Number(p.offset), 0);
 }
 
-/** Reads a topic from the beginning into memory, in partition order. */
-async function readTopic(topic: string) {
-  const consumer = new Consumer({
-    groupId: randomName('outboxer-reader'),
-    clientId: 'outboxer-test-reader',
-    bootstrapBrokers: [`${BROKER.host}:${BROKER.port}`],
-    deserializers: stringDeserializers,
-  });
-  const stream = await consumer.consume({
-    topics: [topic],
-    mode: 'earliest',
-    autocommit: false,
-    maxWaitTime: 200,
-  });
-  const messages: Received[] = [];
-  stream.on('data', (message) => {
-    const headers = Object.fromEntries(message.headers) as Record<string, string>;
-    messages.push({
-      id: Number(headers['outboxer-id']),
-      groupKey: message.key ?? null,
-      payload: JSON.parse(message.value!),
-      dedupeId: headers['outboxer-id'],
-    });
-  });
-  return {
-    messages,
-    async close() {
-      await stream.close();
-      await consumer.close();
-    },
-  };
-}
-
-/** A TCP proxy to the broker that a test can cut (open connections reset, new ones refused) and restore. */
-async function tcpProxy() {
-  const sockets = new Set<net.Socket>();
-  const server = net.createServer((client) => {
-    const upstream = net.connect(BROKER.port, BROKER.host);
-    for (const socket of [client, upstream]) {
-      sockets.add(socket);
-      socket.on('error', () => socket.destroy());
-      socket.on('close', () => {
-        sockets.delete(socket);
-        client.destroy();
-        upstream.destroy();
-      });
-    }
-    client.pipe(upstream);
-    upstream.pipe(client);
-  });
-  const listen = (port: number) =>
-    new Promise<void>((resolve, reject) =>
-      server.once('error', reject).listen(port, BROKER.host, () => resolve()),
-    );
-  await listen(0);
-  const port = (server.address() as net.AddressInfo).port;
-  const stopListening = () => new Promise<void>((resolve) => server.close(() => resolve()));
-  return {
-    port,
-    async cut() {
-      const closed = stopListening();
-      for (const socket of sockets) socket.destroy();
-      await closed;
-    },
-    restore: () => listen(port),
-    async close() {
-      const closed = server.listening ? stopListening() : Promise.resolve();
-      for (const socket of sockets) socket.destroy();
-      await closed;
-    },
-  };
-}
-
-type Proxy = Awaited<ReturnType<typeof tcpProxy>>;
+/** What the contract's consumer sees of a record: the key is the group key. */
+const received = (record: ReadRecord): Received => ({
+  id: record.id,
+  groupKey: record.key,
+  payload: JSON.parse(record.value),
+  dedupeId: record.headers['outboxer-id'],
+});
 
 /** A client under test, reaching Kafka through `proxy` when one is given. */
 interface ClientUnderTest {
@@ -135,7 +44,7 @@ interface ClientUnderTest {
   close(): Promise<void>;
 }
 
-const clients: Record<string, (proxy?: Proxy) => ClientUnderTest> = {
+const clients: Record<string, (proxy?: TcpProxy) => ClientUnderTest> = {
   '@platformatic/kafka': (proxy) => {
     const bootstrap = proxy === undefined ? `${BROKER.host}:${BROKER.port}` : `${BROKER.host}:${proxy.port}`;
     const producer = new Producer({
@@ -193,18 +102,17 @@ for (const [client, make] of Object.entries(clients)) {
     dedupesById: true,
     async destination() {
       const topic = await createTopic(3);
-      const proxy = await tcpProxy();
+      const proxy = await tcpProxy(BROKER);
       const producer = make(proxy);
-      const reader = await readTopic(topic);
+      const reader = await readTopics([topic]);
       return {
         relay: kafkaRelay({ producer: producer.adapter, topic }),
-        received: async () => reader.messages,
-        outage: { begin: () => proxy.cut(), end: () => proxy.restore() },
+        received: async () => reader.records.map(received),
+        outage: { begin: proxy.cut, end: proxy.restore },
         async teardown() {
           await reader.close();
           await producer.close();
-          await proxy.close();
-          await deleteTopic(topic);
+          await proxy.cut();
         },
       };
     },
@@ -222,52 +130,23 @@ for (const [client, make] of Object.entries(clients)) {
   });
 }
 
-let nextId = 1;
-function envelope(groupKey: string | null, payload: unknown = { n: nextId }): Envelope {
-  return {
-    id: nextId++,
-    outbox: 'events',
-    type: 'test',
-    groupKey,
-    partition: 0,
-    payload,
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-  };
-}
-
-async function deliver(
-  relay: Relay,
-  batch: Envelope[],
-  deliveryContext: DeliveryContext,
-): Promise<DeliveryOutcome[]> {
-  return (await relay.deliver(batch, deliveryContext)) as DeliveryOutcome[];
-}
-
-function context(signal = new AbortController().signal): DeliveryContext {
-  return { outbox: 'events', partition: 0, ordering: 'group', signal };
-}
+const envelope = (groupKey: string | null) => makeEnvelope({ groupKey, type: 'test' });
 
 describe.each(Object.keys(clients))('kafka relay (%s) during a network outage', (client) => {
   let topic: string;
-  let proxy: Proxy;
+  let proxy: TcpProxy;
   let producer: ClientUnderTest;
   let relay: Relay;
   beforeAll(async () => {
     topic = await createTopic(3);
-    proxy = await tcpProxy();
+    proxy = await tcpProxy(BROKER);
     producer = clients[client]!(proxy);
     relay = kafkaRelay({ producer: producer.adapter, topic });
     await relay.start!();
   });
   afterAll(async () => {
     await producer.close();
-    await proxy.close();
-    await deleteTopic(topic);
+    await proxy.cut();
   });
 
   test('abandons a send stuck behind the outage when the signal fires; the next send waits for it', async () => {
@@ -276,7 +155,7 @@ describe.each(Object.keys(clients))('kafka relay (%s) during a network outage', 
     const abort = new AbortController();
     const started = Date.now();
     setTimeout(() => abort.abort(new Error('lease expired during delivery')), 1500);
-    const outcomes = await deliver(relay, [stuck], context(abort.signal));
+    const outcomes = await deliverBatch(relay, [stuck], makeContext({ signal: abort.signal }));
     expect(Date.now() - started).toBeLessThan(5000);
     expect(outcomes[0]!.ok).toBe(false);
     const error = (outcomes[0] as { error: unknown }).error;
@@ -285,19 +164,19 @@ describe.each(Object.keys(clients))('kafka relay (%s) during a network outage', 
 
     // The client keeps retrying the abandoned send in the background: the next one queues behind it.
     const next = envelope('order:1');
-    const delivering = deliver(relay, [stuck, next], context());
+    const delivering = deliverBatch(relay, [stuck, next], makeContext());
     await new Promise((resolve) => setTimeout(resolve, 500));
     await proxy.restore();
     expect(await delivering).toEqual([{ ok: true }, { ok: true }]);
 
-    const reader = await readTopic(topic);
+    const reader = await readTopics([topic]);
     try {
       await waitFor(
-        () => reader.messages.filter((m) => m.id === next.id).length > 0,
+        () => reader.records.filter((m) => m.id === next.id).length > 0,
         20_000,
         'the next message',
       );
-      const ids = reader.messages.map((m) => m.id);
+      const ids = reader.records.map((m) => m.id);
       // First deliveries stay in order; the abandoned send may or may not have landed first (a duplicate).
       expect(ids.indexOf(stuck.id)).toBeLessThan(ids.indexOf(next.id));
     } finally {
@@ -309,7 +188,9 @@ describe.each(Object.keys(clients))('kafka relay (%s) during a network outage', 
     const abort = new AbortController();
     abort.abort(new Error('stopping'));
     const before = await recordCount(topic);
-    expect(await deliver(relay, [envelope('order:2'), envelope(null)], context(abort.signal))).toEqual([
+    expect(
+      await deliverBatch(relay, [envelope('order:2'), envelope(null)], makeContext({ signal: abort.signal })),
+    ).toEqual([
       { ok: false, error: SKIPPED },
       { ok: false, error: SKIPPED },
     ]);
@@ -317,9 +198,9 @@ describe.each(Object.keys(clients))('kafka relay (%s) during a network outage', 
   });
 
   test('start() names an unreachable broker as a misconfiguration', async () => {
-    const cut = await tcpProxy();
-    await cut.cut();
-    const unreachable = clients[client]!(cut);
+    const down = await tcpProxy(BROKER);
+    await down.cut();
+    const unreachable = clients[client]!(down);
     try {
       const failing = kafkaRelay({ producer: unreachable.adapter, topic, metadataTimeout: 1500 });
       const error = await failing.start!().then(
@@ -335,7 +216,7 @@ describe.each(Object.keys(clients))('kafka relay (%s) during a network outage', 
       ).resolves.toBeUndefined();
     } finally {
       await unreachable.close().catch(() => undefined);
-      await cut.close();
+      await down.cut();
     }
   });
 });

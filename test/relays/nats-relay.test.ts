@@ -16,11 +16,12 @@ import {
   OutboxerError,
   PermanentError,
   SKIPPED,
-  type DeliveryContext,
   type DeliveryOutcome,
   type Envelope,
 } from 'outboxer';
 import { natsRelay, type NatsRelayOptions } from 'outboxer/nats';
+import { makeContext, makeEnvelope } from '../support/envelopes.js';
+import { invalidOptions } from './contract.js';
 
 const random = () => Math.random().toString(36).slice(2, 10);
 
@@ -48,27 +49,8 @@ async function stream(config: Partial<StreamConfig> = {}) {
   return { name, subject };
 }
 
-function envelope(id: number, groupKey: string | null, extra: Partial<Envelope> = {}): Envelope {
-  return {
-    id,
-    outbox: 'events',
-    type: 'order.paid',
-    groupKey,
-    partition: 0,
-    payload: { id },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-    ...extra,
-  };
-}
-
-function context(signal = new AbortController().signal): DeliveryContext {
-  return { outbox: 'events', partition: 0, ordering: 'group', signal };
-}
+const envelope = (id: number, groupKey: string | null, extra: Partial<Envelope> = {}) =>
+  makeEnvelope({ id, groupKey, type: 'order.paid', ...extra });
 
 async function deliver(
   options: Partial<NatsRelayOptions<MsgHdrs>> & Pick<NatsRelayOptions, 'subject'>,
@@ -77,7 +59,7 @@ async function deliver(
 ): Promise<DeliveryOutcome[]> {
   const relay = natsRelay({ jetstream: js, createHeaders: headers, ...options });
   await relay.start!();
-  return (await relay.deliver(batch, context(signal))) as DeliveryOutcome[];
+  return (await relay.deliver(batch, makeContext({ signal }))) as DeliveryOutcome[];
 }
 
 const errorOf = (outcome: DeliveryOutcome | undefined): Error => (outcome as { error: Error }).error;
@@ -246,7 +228,7 @@ describe('nats relay', () => {
       subject: `${subject}.events`,
     });
     await own.close();
-    const [outcome] = (await relay.deliver([envelope(1, 'a')], context())) as DeliveryOutcome[];
+    const [outcome] = (await relay.deliver([envelope(1, 'a')], makeContext())) as DeliveryOutcome[];
     expect(errorOf(outcome).message).toMatch(/closed for good.*maxReconnectAttempts: -1/);
   });
 
@@ -268,15 +250,7 @@ describe('nats relay', () => {
   });
 
   test('options are validated in the factory', () => {
-    const invalid = (options: unknown) => {
-      try {
-        natsRelay(options as NatsRelayOptions);
-      } catch (error) {
-        expect((error as OutboxerError).code).toBe('INVALID_OPTIONS');
-        return (error as Error).message;
-      }
-      throw new Error('accepted');
-    };
+    const invalid = (options: unknown) => invalidOptions(() => natsRelay(options as NatsRelayOptions));
     const base = { jetstream: js, createHeaders: headers, subject: 'orders.events' };
     expect(invalid(null)).toMatch(/natsRelay\(options\)/);
     expect(invalid({ ...base, jetstream: nc.info })).toMatch(

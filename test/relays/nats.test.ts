@@ -8,53 +8,16 @@
  * listens on the same port again. The shared server is never stopped. The consumer reads over its
  * own, direct connection.
  */
-import { createServer, connect as tcpConnect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamManager, type JsMsg } from '@nats-io/jetstream';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { SKIPPED, type DeliveryContext, type DeliveryOutcome, type Envelope } from 'outboxer';
+import { SKIPPED, type DeliveryOutcome } from 'outboxer';
 import { natsRelay } from 'outboxer/nats';
+import { makeContext, makeEnvelope } from '../support/envelopes.js';
+import { tcpProxy } from '../support/tcp-proxy.js';
 import { relayContract, type Destination, type Received } from './contract.js';
 
 const random = () => Math.random().toString(36).slice(2, 10);
-
-/** A TCP proxy to 127.0.0.1:`targetPort` that can be cut (connections refused) and restored on the same port. */
-async function tcpProxy(targetPort: number) {
-  const sockets = new Set<Socket>();
-  let server: Server | undefined;
-  let port = 0;
-  const track = (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => socket.destroy());
-  };
-  const open = () =>
-    new Promise<void>((resolve, reject) => {
-      const listener = createServer((downstream) => {
-        const upstream = tcpConnect(targetPort, '127.0.0.1');
-        track(downstream);
-        track(upstream);
-        downstream.pipe(upstream).pipe(downstream);
-        downstream.on('close', () => upstream.destroy());
-        upstream.on('close', () => downstream.destroy());
-      });
-      listener.once('error', reject);
-      listener.listen(port, '127.0.0.1', () => {
-        port = (listener.address() as AddressInfo).port;
-        server = listener;
-        resolve();
-      });
-    });
-  const cut = () =>
-    new Promise<void>((resolve) => {
-      for (const socket of sockets) socket.destroy();
-      if (server === undefined) return resolve();
-      server.close(() => resolve());
-      server = undefined;
-    });
-  await open();
-  return { server: () => `127.0.0.1:${port}`, cut, restore: open };
-}
 
 /** A connection that reconnects quickly and forever, as the docs recommend (quicker for tests). */
 const reconnecting = (servers: string) =>
@@ -107,7 +70,7 @@ relayContract({
   async destination(): Promise<Destination> {
     const target = await stream();
     const proxy = await tcpProxy(4222);
-    const nc = await reconnecting(proxy.server());
+    const nc = await reconnecting(`127.0.0.1:${proxy.port}`);
     return {
       relay: natsRelay({
         jetstream: jetstream(nc),
@@ -137,34 +100,13 @@ relayContract({
   },
 });
 
-function envelope(id: number, groupKey: string | null): Envelope {
-  return {
-    id,
-    outbox: 'events',
-    type: null,
-    groupKey,
-    partition: 0,
-    payload: { id },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-  };
-}
-const context = (): DeliveryContext => ({
-  outbox: 'events',
-  partition: 0,
-  ordering: 'group',
-  signal: new AbortController().signal,
-});
+const envelope = (id: number, groupKey: string | null) => makeEnvelope({ id, groupKey });
 
 describe('nats relay recovery', () => {
   test('fails while the server is unreachable and delivers once the client reconnected; repeats are dropped by Nats-Msg-Id', async () => {
     const target = await stream();
     const proxy = await tcpProxy(4222);
-    const nc = await reconnecting(proxy.server());
+    const nc = await reconnecting(`127.0.0.1:${proxy.port}`);
     const relay = natsRelay({
       jetstream: jetstream(nc),
       createHeaders: headers,
@@ -173,11 +115,11 @@ describe('nats relay recovery', () => {
     });
     try {
       await relay.start!();
-      expect(await relay.deliver([envelope(1, 'a')], context())).toEqual([{ ok: true }]);
+      expect(await relay.deliver([envelope(1, 'a')], makeContext())).toEqual([{ ok: true }]);
       await proxy.cut();
       const during = (await relay.deliver(
         [envelope(2, 'a'), envelope(3, 'a'), envelope(4, 'b')],
-        context(),
+        makeContext(),
       )) as Array<DeliveryOutcome & { error?: Error }>;
       expect(during[0]!.ok).toBe(false);
       expect(String(during[0]!.error?.message)).toMatch(/No PubAck from JetStream within 500 ms/);
@@ -189,7 +131,7 @@ describe('nats relay recovery', () => {
       do {
         outcomes = (await relay.deliver(
           [envelope(2, 'a'), envelope(3, 'a'), envelope(4, 'b')],
-          context(),
+          makeContext(),
         )) as DeliveryOutcome[];
         attempts += 1;
       } while (!outcomes.every((o) => o.ok) && attempts < 50);

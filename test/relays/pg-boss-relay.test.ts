@@ -1,15 +1,7 @@
 import { randomBytes, randomInt } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import PgBoss from 'pg-boss';
-import {
-  PermanentError,
-  SKIPPED,
-  isOutboxerError,
-  type DeliveryContext,
-  type DeliveryOutcome,
-  type Envelope,
-  type OutboxerError,
-} from 'outboxer';
+import { PermanentError, SKIPPED, type Envelope, type OutboxerError } from 'outboxer';
 import {
   outboxIdOfJobId,
   pgBossJobId,
@@ -17,6 +9,8 @@ import {
   type PgBossJobData,
   type PgBossLike,
 } from 'outboxer/pg-boss';
+import { deliverBatch, makeContext, makeEnvelope } from '../support/envelopes.js';
+import { invalidOptions } from './contract.js';
 
 // Focused tests of outboxer/pg-boss against the Postgres on 127.0.0.1:5432, pg-boss installed in
 // a random schema that is dropped at the end.
@@ -40,36 +34,8 @@ async function newQueue(options: PgBoss.Queue | Record<string, never> = {}): Pro
   return name;
 }
 
-let nextId = 1;
-function envelope(overrides: Partial<Envelope> = {}): Envelope {
-  return {
-    id: nextId++,
-    outbox: 'events',
-    type: null,
-    groupKey: 'g1',
-    partition: 0,
-    payload: { n: 1 },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-    ...overrides,
-  };
-}
-
-function context(signal: AbortSignal = new AbortController().signal): DeliveryContext {
-  return { outbox: 'events', partition: 0, ordering: 'group', signal };
-}
-
-async function deliver(
-  relay: ReturnType<typeof pgBossRelay>,
-  batch: Envelope[],
-  signal?: AbortSignal,
-): Promise<DeliveryOutcome[]> {
-  return (await relay.deliver(batch, context(signal))) as DeliveryOutcome[];
-}
+const envelope = (overrides: Partial<Envelope> = {}) =>
+  makeEnvelope({ groupKey: 'g1', payload: { n: 1 }, ...overrides });
 
 /** Fetches the queue one job at a time, the order pg-boss hands jobs out in. */
 async function fetchAll(queue: string): Promise<Array<PgBoss.Job<PgBossJobData>>> {
@@ -107,14 +73,7 @@ describe('pgBossRelay options', () => {
     [{ boss: fake, queue: 'q', timeout: -1 }, /pgBossRelay\.timeout/],
     [{ boss: fake, queue: 'q', name: '' }, /pgBossRelay\.name/],
   ])('rejects %j', (options, message) => {
-    let error: unknown;
-    try {
-      pgBossRelay(options as never);
-    } catch (caught) {
-      error = caught;
-    }
-    expect(isOutboxerError(error) && error.code).toBe('INVALID_OPTIONS');
-    expect((error as Error).message).toMatch(message);
+    expect(invalidOptions(() => pgBossRelay(options as never))).toMatch(message);
   });
 });
 
@@ -160,7 +119,7 @@ describe('pgBossRelay against Postgres', () => {
       headers: { 'trace-id': 'abc' },
       groupKey: 'order:7',
     });
-    expect(await deliver(relay, [message])).toEqual([{ ok: true }]);
+    expect(await deliverBatch(relay, [message])).toEqual([{ ok: true }]);
     const job = (await boss.getJobById<PgBossJobData>(queue, pgBossJobId(message)))!;
     expect(job.retryLimit).toBe(5);
     expect(job.data).toEqual({
@@ -178,7 +137,7 @@ describe('pgBossRelay against Postgres', () => {
   test('jobs inserted together come out of fetch in outbox order, which plain pg-boss ids do not give', async () => {
     const queue = await newQueue();
     const batch = Array.from({ length: 300 }, (_, n) => envelope({ payload: { n } }));
-    expect((await deliver(pgBossRelay({ boss, queue }), batch)).every((o) => o.ok)).toBe(true);
+    expect((await deliverBatch(pgBossRelay({ boss, queue }), batch)).every((o) => o.ok)).toBe(true);
     const fetched = await fetchAll(queue);
     expect(fetched.map((job) => Number(job.data.headers['outboxer-id']))).toEqual(batch.map((m) => m.id));
 
@@ -194,9 +153,9 @@ describe('pgBossRelay against Postgres', () => {
     const queue = await newQueue();
     const relay = pgBossRelay({ boss, queue });
     const batch = [envelope({ payload: { v: 1 } }), envelope({ payload: { v: 1 } })];
-    await deliver(relay, batch);
+    await deliverBatch(relay, batch);
     expect(
-      await deliver(
+      await deliverBatch(
         relay,
         batch.map((m) => ({ ...m, payload: { v: 2 } })),
       ),
@@ -211,7 +170,7 @@ describe('pgBossRelay against Postgres', () => {
     const queue = await newQueue();
     const relay = pgBossRelay({ boss, queue });
     const message = envelope();
-    await deliver(relay, [message]);
+    await deliverBatch(relay, [message]);
     const [job] = await boss.fetch(queue);
     await boss.complete(queue, job!.id);
     // pg-boss's maintenance archives completed jobs after archiveCompletedAfterSeconds (12 hours
@@ -233,7 +192,7 @@ describe('pgBossRelay against Postgres', () => {
       await archiver.stop({ graceful: false });
     }
     expect(await boss.getJobById(queue, job!.id)).toBeNull();
-    await deliver(relay, [message]);
+    await deliverBatch(relay, [message]);
     expect(await boss.getQueueSize(queue)).toBe(1);
   });
 
@@ -248,7 +207,7 @@ describe('pgBossRelay against Postgres', () => {
       envelope({ groupKey: 'b' }),
       envelope({ groupKey: null }),
     ];
-    const outcomes = await deliver(relay, [first!, poison!, behind!, other!, ungrouped!]);
+    const outcomes = await deliverBatch(relay, [first!, poison!, behind!, other!, ungrouped!]);
     expect(outcomes.map((o) => o.ok)).toEqual([true, false, false, true, true]);
     const error = (outcomes[1] as { error: PermanentError }).error;
     expect(error).toBeInstanceOf(PermanentError);
@@ -266,7 +225,7 @@ describe('pgBossRelay against Postgres', () => {
     const lost = envelope({ groupKey: 'a', type: 'lost' });
     const behind = envelope({ groupKey: 'a' });
     const other = envelope({ groupKey: 'b' });
-    const outcomes = await deliver(relay, [lost, behind, other]);
+    const outcomes = await deliverBatch(relay, [lost, behind, other]);
     const error = (outcomes[0] as { error: OutboxerError }).error;
     expect(error.code).toBe('RELAY_MISCONFIGURED');
     expect(error.retryable).toBe(true);
@@ -280,7 +239,9 @@ describe('pgBossRelay against Postgres', () => {
     const queue = await newQueue();
     const controller = new AbortController();
     controller.abort(new Error('outboxer is stopping'));
-    const outcomes = await errorOf(deliver(pgBossRelay({ boss, queue }), [envelope()], controller.signal));
+    const outcomes = await errorOf(
+      deliverBatch(pgBossRelay({ boss, queue }), [envelope()], makeContext({ signal: controller.signal })),
+    );
     expect(outcomes?.message).toMatch(/abandoned: outboxer is stopping/);
     expect(await boss.getQueueSize(queue)).toBe(0);
   });

@@ -1,10 +1,10 @@
-import { once } from 'node:events';
-import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import PgBoss from 'pg-boss';
-import { isOutboxerError, type DeliveryOutcome, type Envelope } from 'outboxer';
+import { isOutboxerError, type DeliveryOutcome } from 'outboxer';
 import { outboxIdOfJobId, pgBossRelay, type PgBossJobData } from 'outboxer/pg-boss';
+import { makeContext, makeEnvelope } from '../support/envelopes.js';
+import { tcpProxy } from '../support/tcp-proxy.js';
 import { relayContract, type Received } from './contract.js';
 
 // The relay contract against the Postgres on 127.0.0.1:5432, pg-boss installed in a random schema
@@ -32,50 +32,9 @@ afterAll(async () => {
   await consumer.stop({ graceful: false });
 });
 
-/**
- * A TCP proxy in front of Postgres whose cut() drops every connection and stops listening, and
- * whose restore() listens again on the same port: the database down and back, for this client only.
- */
-async function tcpProxy(host: string, port: number) {
-  const sockets = new Set<Socket>();
-  let server: Server | undefined;
-  let listeningPort = 0;
-  const listen = async (): Promise<void> => {
-    const next = createServer((client) => {
-      const upstream = connect(port, host);
-      const close = (): void => {
-        client.destroy();
-        upstream.destroy();
-        sockets.delete(client);
-        sockets.delete(upstream);
-      };
-      for (const socket of [client, upstream]) {
-        sockets.add(socket);
-        socket.on('error', close);
-        socket.on('close', close);
-      }
-      client.pipe(upstream);
-      upstream.pipe(client);
-    });
-    next.listen(listeningPort, '127.0.0.1');
-    await once(next, 'listening');
-    listeningPort = (next.address() as AddressInfo).port;
-    server = next;
-  };
-  const cut = async (): Promise<void> => {
-    const current = server;
-    server = undefined;
-    for (const socket of sockets) socket.destroy();
-    sockets.clear();
-    if (current !== undefined) await new Promise((resolve) => current.close(resolve));
-  };
-  await listen();
-  return { port: listeningPort, cut, restore: listen, close: cut };
-}
-
 /** A queue, and a PgBoss that reaches Postgres through a proxy that can be cut. */
 async function proxiedBoss() {
-  const proxy = await tcpProxy(target.hostname, Number(target.port || 5432));
+  const proxy = await tcpProxy({ host: target.hostname, port: Number(target.port || 5432) });
   const url = new URL(DATABASE_URL);
   url.port = String(proxy.port);
   const boss = new PgBoss({
@@ -96,7 +55,7 @@ async function proxiedBoss() {
     queue,
     async close() {
       await boss.stop({ graceful: false });
-      await proxy.close();
+      await proxy.cut();
       // The queue stays: dropping the schema at the end removes it (deleteQueue trips over its jobs).
     },
   };
@@ -136,7 +95,7 @@ relayContract({
           );
         }
       },
-      outage: { begin: () => proxy.cut(), end: () => proxy.restore() },
+      outage: { begin: proxy.cut, end: proxy.restore },
       teardown: close,
     };
   },
@@ -153,34 +112,14 @@ relayContract({
 });
 
 describe('pg-boss relay while the database is unreachable', () => {
-  const envelope = (id: number, groupKey: string): Envelope => ({
-    id,
-    outbox: 'events',
-    type: null,
-    groupKey,
-    partition: 0,
-    payload: { id },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-  });
-
   test('start() treats it as an outage, not a misconfiguration; a batch fails as a whole, then goes through', async () => {
     const destination = await proxiedBoss();
     try {
       const relay = pgBossRelay({ boss: destination.boss, queue: destination.queue, timeout: 2000 });
       await destination.proxy.cut();
       await expect(relay.start!()).resolves.toBeUndefined();
-      const context = {
-        outbox: 'events',
-        partition: 0,
-        ordering: 'group' as const,
-        signal: new AbortController().signal,
-      };
-      const batch = [envelope(1, 'a'), envelope(2, 'b')];
+      const context = makeContext();
+      const batch = [makeEnvelope({ id: 1, groupKey: 'a' }), makeEnvelope({ id: 2, groupKey: 'b' })];
       const error = await relay.deliver(batch, context).then(
         () => undefined,
         (caught: unknown) => caught,

@@ -9,12 +9,12 @@ import {
   OutboxerError,
   PermanentError,
   SKIPPED,
-  type DeliveryContext,
   type DeliveryOutcome,
   type Envelope,
 } from 'outboxer';
 import { rabbitmqRelay, type RabbitMqRelayOptions } from 'outboxer/rabbitmq';
-import { waitFor } from './contract.js';
+import { makeContext, makeEnvelope } from '../support/envelopes.js';
+import { invalidOptions, waitFor } from './contract.js';
 
 const URL = 'amqp://guest:guest@127.0.0.1:5672';
 const random = () => Math.random().toString(36).slice(2, 10);
@@ -32,27 +32,8 @@ afterAll(async () => {
   await connection.close();
 });
 
-function envelope(id: number, groupKey: string | null, extra: Partial<Envelope> = {}): Envelope {
-  return {
-    id,
-    outbox: 'events',
-    type: 'order.paid',
-    groupKey,
-    partition: 0,
-    payload: { id },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date('2026-11-29T12:00:00Z'),
-    ...extra,
-  };
-}
-
-function context(signal = new AbortController().signal): DeliveryContext {
-  return { outbox: 'events', partition: 0, ordering: 'group', signal };
-}
+const envelope = (id: number, groupKey: string | null, extra: Partial<Envelope> = {}) =>
+  makeEnvelope({ id, groupKey, type: 'order.paid', insertedAt: new Date('2026-11-29T12:00:00Z'), ...extra });
 
 /** A direct exchange and queues bound to it by routing key; returns what each queue received. */
 async function directExchange(queues: Record<string, Record<string, unknown>>) {
@@ -78,7 +59,7 @@ async function withRelay<T>(
   const relay = rabbitmqRelay({ connection, timeout: 5000, ...options });
   await relay.start!();
   try {
-    return await fn(async (batch) => (await relay.deliver(batch, context())) as DeliveryOutcome[]);
+    return await fn(async (batch) => (await relay.deliver(batch, makeContext())) as DeliveryOutcome[]);
   } finally {
     await relay.stop!();
   }
@@ -299,7 +280,7 @@ describe('rabbitmq relay', () => {
     const relay = rabbitmqRelay({ connection: own, exchange: 'amq.topic' });
     await relay.start!();
     await own.close();
-    const outcomes = (await relay.deliver([envelope(1, 'a')], context())) as DeliveryOutcome[];
+    const outcomes = (await relay.deliver([envelope(1, 'a')], makeContext())) as DeliveryOutcome[];
     expect(errorOf(outcomes[0]).message).toMatch(
       /connection passed to rabbitmqRelay is closed.*recovery: true/,
     );
@@ -314,7 +295,7 @@ describe('rabbitmq relay', () => {
     await relay.start!();
     const outcomes = (await relay.deliver(
       [envelope(1, 'a'), envelope(2, null)],
-      context(controller.signal),
+      makeContext({ signal: controller.signal }),
     )) as DeliveryOutcome[];
     await relay.stop!();
     // Nothing was sent, so no attempt is counted: skipped, like deliverEach reports them.
@@ -326,15 +307,8 @@ describe('rabbitmq relay', () => {
   });
 
   test('options are validated in the factory', () => {
-    const invalid = (options: unknown) => {
-      try {
-        rabbitmqRelay(options as RabbitMqRelayOptions);
-      } catch (error) {
-        expect((error as OutboxerError).code).toBe('INVALID_OPTIONS');
-        return (error as Error).message;
-      }
-      throw new Error('accepted');
-    };
+    const invalid = (options: unknown) =>
+      invalidOptions(() => rabbitmqRelay(options as RabbitMqRelayOptions));
     expect(invalid(undefined)).toMatch(/rabbitmqRelay\(options\)/);
     expect(invalid({ exchange: 'x' })).toMatch(/"rabbitmqRelay.connection" must be an amqplib connection/);
     expect(invalid({ connection, exchange: 42 })).toMatch(/"rabbitmqRelay.exchange" must be a string/);

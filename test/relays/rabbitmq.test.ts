@@ -6,61 +6,17 @@
  * looks like to amqplib; restoring it listens on the same port again. The shared server is never
  * stopped. The consumer reads over its own, direct connection.
  */
-import { createServer, connect as tcpConnect, type AddressInfo, type Server, type Socket } from 'node:net';
 import amqp, { type ChannelModel, type ConsumeMessage } from 'amqplib';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { OutboxerError, SKIPPED, type DeliveryContext, type Envelope } from 'outboxer';
+import { OutboxerError, SKIPPED } from 'outboxer';
 import { rabbitmqRelay } from 'outboxer/rabbitmq';
+import { makeContext, makeEnvelope } from '../support/envelopes.js';
+import { tcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { relayContract, waitFor, type Destination, type Received } from './contract.js';
 
 const URL = 'amqp://guest:guest@127.0.0.1:5672';
 const random = () => Math.random().toString(36).slice(2, 10);
-
-/**
- * A TCP proxy to 127.0.0.1:`targetPort` that can be cut (connections refused) and restored on the
- * same port, or stalled (connections stay open, nothing comes back from the server).
- */
-async function tcpProxy(targetPort: number) {
-  const sockets = new Set<Socket>();
-  const upstreams = new Set<Socket>();
-  let server: Server | undefined;
-  let port = 0;
-  const track = (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => socket.destroy());
-  };
-  const open = () =>
-    new Promise<void>((resolve, reject) => {
-      const listener = createServer((downstream) => {
-        const upstream = tcpConnect(targetPort, '127.0.0.1');
-        track(downstream);
-        track(upstream);
-        upstreams.add(upstream);
-        upstream.on('close', () => upstreams.delete(upstream));
-        downstream.pipe(upstream).pipe(downstream);
-        downstream.on('close', () => upstream.destroy());
-        upstream.on('close', () => downstream.destroy());
-      });
-      listener.once('error', reject);
-      listener.listen(port, '127.0.0.1', () => {
-        port = (listener.address() as AddressInfo).port;
-        server = listener;
-        resolve();
-      });
-    });
-  const cut = () =>
-    new Promise<void>((resolve) => {
-      for (const socket of sockets) socket.destroy();
-      if (server === undefined) return resolve();
-      server.close(() => resolve());
-      server = undefined;
-    });
-  await open();
-  const stall = () => upstreams.forEach((socket) => socket.pause());
-  const resume = () => upstreams.forEach((socket) => socket.resume());
-  return { url: () => `amqp://guest:guest@127.0.0.1:${port}`, cut, restore: open, stall, resume };
-}
+const throughProxy = (proxy: TcpProxy) => `amqp://guest:guest@127.0.0.1:${proxy.port}`;
 
 /** A fresh topic exchange with one queue bound to `#`, and everything that arrived in it. */
 async function exchangeWithQueue(consumer: ChannelModel) {
@@ -106,7 +62,9 @@ relayContract({
     const target = await exchangeWithQueue(consumer);
     const proxy = await tcpProxy(5672);
     // amqplib's recovering connection reconnects through the proxy once it is back.
-    const connection = await amqp.connect(proxy.url(), { recovery: { initialDelay: 50, maxDelay: 300 } });
+    const connection = await amqp.connect(throughProxy(proxy), {
+      recovery: { initialDelay: 50, maxDelay: 300 },
+    });
     connection.on('error', () => undefined);
     return {
       relay: rabbitmqRelay({ connection, exchange: target.exchange, timeout: 2000 }),
@@ -128,29 +86,7 @@ relayContract({
   },
 });
 
-function envelope(id: number, groupKey: string | null, payload: unknown = { id }): Envelope {
-  return {
-    id,
-    outbox: 'events',
-    type: 'test.event',
-    groupKey,
-    partition: 0,
-    payload,
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-  };
-}
-
-const context = (): DeliveryContext => ({
-  outbox: 'events',
-  partition: 0,
-  ordering: 'group',
-  signal: new AbortController().signal,
-});
+const envelope = (id: number, groupKey: string | null) => makeEnvelope({ id, groupKey, type: 'test.event' });
 
 describe('rabbitmq relay recovery', () => {
   test('with connection: () => connect(), the relay reconnects on the next batch after an outage', async () => {
@@ -160,23 +96,23 @@ describe('rabbitmq relay recovery', () => {
     const relay = rabbitmqRelay({
       connection: () => {
         connects += 1;
-        return amqp.connect(proxy.url());
+        return amqp.connect(throughProxy(proxy));
       },
       exchange: target.exchange,
       timeout: 1000,
     });
     try {
       await relay.start!();
-      expect(await relay.deliver([envelope(1, 'a')], context())).toEqual([{ ok: true }]);
+      expect(await relay.deliver([envelope(1, 'a')], makeContext())).toEqual([{ ok: true }]);
       await proxy.cut();
-      const during = (await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], context())) as Array<{
+      const during = (await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], makeContext())) as Array<{
         ok: boolean;
         error?: unknown;
       }>;
       expect(during[0]!.ok).toBe(false);
       expect(during[1]).toEqual({ ok: false, error: SKIPPED });
       await proxy.restore();
-      expect(await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], context())).toEqual([
+      expect(await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], makeContext())).toEqual([
         { ok: true },
         { ok: true },
       ]);
@@ -195,20 +131,20 @@ describe('rabbitmq relay recovery', () => {
     const proxy = await tcpProxy(5672);
     await proxy.cut();
     const relay = rabbitmqRelay({
-      connection: () => amqp.connect(proxy.url()),
+      connection: () => amqp.connect(throughProxy(proxy)),
       exchange: target.exchange,
       timeout: 1000,
     });
     try {
       await relay.start!();
-      const [outcome] = (await relay.deliver([envelope(1, 'a')], context())) as Array<{
+      const [outcome] = (await relay.deliver([envelope(1, 'a')], makeContext())) as Array<{
         ok: boolean;
         error?: Error;
       }>;
       expect(outcome!.ok).toBe(false);
       expect(String(outcome!.error?.message)).toMatch(/ECONNREFUSED/);
       await proxy.restore();
-      expect(await relay.deliver([envelope(1, 'a')], context())).toEqual([{ ok: true }]);
+      expect(await relay.deliver([envelope(1, 'a')], makeContext())).toEqual([{ ok: true }]);
     } finally {
       await relay.stop!();
       await proxy.cut();
@@ -219,20 +155,23 @@ describe('rabbitmq relay recovery', () => {
   test('a recovering connection of the user is reused after it reconnected; stop() leaves it open', async () => {
     const target = await exchangeWithQueue(consumer);
     const proxy = await tcpProxy(5672);
-    const connection = await amqp.connect(proxy.url(), { recovery: { initialDelay: 50, maxDelay: 200 } });
+    const connection = await amqp.connect(throughProxy(proxy), {
+      recovery: { initialDelay: 50, maxDelay: 200 },
+    });
     connection.on('error', () => undefined);
     const relay = rabbitmqRelay({ connection, exchange: target.exchange, timeout: 1000 });
     try {
       await relay.start!();
       await proxy.cut();
-      const [outcome] = (await relay.deliver([envelope(1, 'a')], context())) as Array<{
+      const [outcome] = (await relay.deliver([envelope(1, 'a')], makeContext())) as Array<{
         ok: boolean;
         error?: Error;
       }>;
       expect(outcome!.ok).toBe(false);
       await proxy.restore();
       await waitFor(
-        async () => ((await relay.deliver([envelope(1, 'a')], context())) as Array<{ ok: boolean }>)[0]!.ok,
+        async () =>
+          ((await relay.deliver([envelope(1, 'a')], makeContext())) as Array<{ ok: boolean }>)[0]!.ok,
         10_000,
         'delivery after the outage',
       );
@@ -250,16 +189,16 @@ describe('rabbitmq relay recovery', () => {
     const target = await exchangeWithQueue(consumer);
     const proxy = await tcpProxy(5672);
     const relay = rabbitmqRelay({
-      connection: () => amqp.connect(proxy.url()),
+      connection: () => amqp.connect(throughProxy(proxy)),
       exchange: target.exchange,
       timeout: 500,
     });
     try {
       await relay.start!();
-      expect(await relay.deliver([envelope(1, 'a')], context())).toEqual([{ ok: true }]);
+      expect(await relay.deliver([envelope(1, 'a')], makeContext())).toEqual([{ ok: true }]);
       proxy.stall();
       const started = Date.now();
-      const during = (await relay.deliver([envelope(2, 'a'), envelope(3, 'b')], context())) as Array<{
+      const during = (await relay.deliver([envelope(2, 'a'), envelope(3, 'b')], makeContext())) as Array<{
         ok: boolean;
         error?: Error;
       }>;
@@ -267,7 +206,7 @@ describe('rabbitmq relay recovery', () => {
       expect(during.map((o) => o.ok)).toEqual([false, false]);
       expect(String(during[0]!.error?.message)).toMatch(/confirm 2 message\(s\) took longer than 500 ms/);
       proxy.resume();
-      expect(await relay.deliver([envelope(2, 'a'), envelope(3, 'b')], context())).toEqual([
+      expect(await relay.deliver([envelope(2, 'a'), envelope(3, 'b')], makeContext())).toEqual([
         { ok: true },
         { ok: true },
       ]);

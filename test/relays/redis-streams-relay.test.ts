@@ -9,11 +9,12 @@ import {
   OutboxerError,
   PermanentError,
   SKIPPED,
-  type DeliveryContext,
   type DeliveryOutcome,
   type Envelope,
 } from 'outboxer';
 import { redisStreamsRelay, xaddCommand, type RedisStreamsRelayOptions } from 'outboxer/redis-streams';
+import { makeContext, makeEnvelope } from '../support/envelopes.js';
+import { invalidOptions } from './contract.js';
 
 const random = () => Math.random().toString(36).slice(2, 10);
 const prefix = `outboxer:test:${random()}`;
@@ -36,27 +37,8 @@ afterAll(async () => {
 
 const key = (name = random()) => `${prefix}:${name}`;
 
-function envelope(id: number, groupKey: string | null, extra: Partial<Envelope> = {}): Envelope {
-  return {
-    id,
-    outbox: 'events',
-    type: 'order.paid',
-    groupKey,
-    partition: 0,
-    payload: { id },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-    ...extra,
-  };
-}
-
-function context(signal = new AbortController().signal): DeliveryContext {
-  return { outbox: 'events', partition: 0, ordering: 'group', signal };
-}
+const envelope = (id: number, groupKey: string | null, extra: Partial<Envelope> = {}) =>
+  makeEnvelope({ id, groupKey, type: 'order.paid', ...extra });
 
 async function deliver(
   options: Partial<RedisStreamsRelayOptions> & Pick<RedisStreamsRelayOptions, 'stream'>,
@@ -65,7 +47,7 @@ async function deliver(
 ): Promise<DeliveryOutcome[]> {
   const relay = redisStreamsRelay({ redis, ...options });
   await relay.start!();
-  return (await relay.deliver(batch, context(signal))) as DeliveryOutcome[];
+  return (await relay.deliver(batch, makeContext({ signal }))) as DeliveryOutcome[];
 }
 
 /** The entries of a stream as [field, value] lists, in stream order. */
@@ -244,7 +226,7 @@ describe('redis-streams relay', () => {
     const closed = new Redis({ host: '127.0.0.1', port: 6379 });
     await closed.quit();
     const relay = redisStreamsRelay({ redis: closed, stream: key() });
-    const [outcome] = (await relay.deliver([envelope(1, 'a')], context())) as DeliveryOutcome[];
+    const [outcome] = (await relay.deliver([envelope(1, 'a')], makeContext())) as DeliveryOutcome[];
     expect(errorOf(outcome).message).toMatch(/ioredis client is closed.*cannot reopen it/);
   });
 
@@ -262,15 +244,8 @@ describe('redis-streams relay', () => {
   });
 
   test('options are validated in the factory', () => {
-    const invalid = (options: unknown) => {
-      try {
-        redisStreamsRelay(options as RedisStreamsRelayOptions);
-      } catch (error) {
-        expect((error as OutboxerError).code).toBe('INVALID_OPTIONS');
-        return (error as Error).message;
-      }
-      throw new Error('accepted');
-    };
+    const invalid = (options: unknown) =>
+      invalidOptions(() => redisStreamsRelay(options as RedisStreamsRelayOptions));
     expect(invalid('redis')).toMatch(/redisStreamsRelay\(options\)/);
     expect(invalid({ stream: 's' })).toMatch(/"redisStreamsRelay.redis" must be an ioredis client/);
     expect(invalid({ redis, stream: '' })).toMatch(/"redisStreamsRelay.stream" must be a stream key/);

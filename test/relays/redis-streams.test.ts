@@ -8,52 +8,15 @@
  * reconnecting; restoring it listens on the same port again. The test reads over its own, direct
  * client.
  */
-import { createServer, connect as tcpConnect, type AddressInfo, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { SKIPPED, type DeliveryContext, type DeliveryOutcome, type Envelope } from 'outboxer';
+import { SKIPPED, type DeliveryOutcome } from 'outboxer';
 import { redisStreamsRelay } from 'outboxer/redis-streams';
+import { makeContext, makeEnvelope } from '../support/envelopes.js';
+import { tcpProxy } from '../support/tcp-proxy.js';
 import { relayContract, waitFor, type Destination, type Received } from './contract.js';
 
 const random = () => Math.random().toString(36).slice(2, 10);
-
-/** A TCP proxy to 127.0.0.1:`targetPort` that can be cut (connections refused) and restored on the same port. */
-async function tcpProxy(targetPort: number) {
-  const sockets = new Set<Socket>();
-  let server: Server | undefined;
-  let port = 0;
-  const track = (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => socket.destroy());
-  };
-  const open = () =>
-    new Promise<void>((resolve, reject) => {
-      const listener = createServer((downstream) => {
-        const upstream = tcpConnect(targetPort, '127.0.0.1');
-        track(downstream);
-        track(upstream);
-        downstream.pipe(upstream).pipe(downstream);
-        downstream.on('close', () => upstream.destroy());
-        upstream.on('close', () => downstream.destroy());
-      });
-      listener.once('error', reject);
-      listener.listen(port, '127.0.0.1', () => {
-        port = (listener.address() as AddressInfo).port;
-        server = listener;
-        resolve();
-      });
-    });
-  const cut = () =>
-    new Promise<void>((resolve) => {
-      for (const socket of sockets) socket.destroy();
-      if (server === undefined) return resolve();
-      server.close(() => resolve());
-      server = undefined;
-    });
-  await open();
-  return { port: () => port, cut, restore: open };
-}
 
 /** An ioredis client through the proxy that retries every 100 ms (quicker than its default, for tests). */
 function proxiedClient(port: number): Redis {
@@ -90,7 +53,7 @@ relayContract({
   async destination(): Promise<Destination> {
     const key = `outboxer:test:${random()}`;
     const proxy = await tcpProxy(6379);
-    const client = proxiedClient(proxy.port());
+    const client = proxiedClient(proxy.port);
     return {
       relay: redisStreamsRelay({ redis: client, stream: key, timeout: 1000 }),
       received: () => readStream(key),
@@ -113,43 +76,22 @@ relayContract({
   },
 });
 
-function envelope(id: number, groupKey: string | null): Envelope {
-  return {
-    id,
-    outbox: 'events',
-    type: null,
-    groupKey,
-    partition: 0,
-    payload: { id },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-  };
-}
-const context = (): DeliveryContext => ({
-  outbox: 'events',
-  partition: 0,
-  ordering: 'group',
-  signal: new AbortController().signal,
-});
+const envelope = (id: number, groupKey: string | null) => makeEnvelope({ id, groupKey });
 
 describe('redis-streams relay recovery', () => {
   test('fails at once while ioredis reconnects (nothing piles up in its offline queue), and delivers once it is back', async () => {
     const key = `outboxer:test:${random()}`;
     const proxy = await tcpProxy(6379);
-    const client = proxiedClient(proxy.port());
+    const client = proxiedClient(proxy.port);
     const relay = redisStreamsRelay({ redis: client, stream: key, timeout: 1000 });
     try {
       await relay.start!();
-      expect(await relay.deliver([envelope(1, 'a')], context())).toEqual([{ ok: true }]);
+      expect(await relay.deliver([envelope(1, 'a')], makeContext())).toEqual([{ ok: true }]);
       await proxy.cut();
       await waitFor(() => client.status === 'reconnecting', 5000, 'ioredis to notice the outage');
       for (let retry = 0; retry < 3; retry += 1) {
         const started = Date.now();
-        const during = (await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], context())) as Array<
+        const during = (await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], makeContext())) as Array<
           DeliveryOutcome & { error?: Error }
         >;
         expect(Date.now() - started).toBeLessThan(500);
@@ -160,7 +102,7 @@ describe('redis-streams relay recovery', () => {
       }
       await proxy.restore();
       await waitFor(() => client.status === 'ready', 5000, 'ioredis to reconnect');
-      expect(await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], context())).toEqual([
+      expect(await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], makeContext())).toEqual([
         { ok: true },
         { ok: true },
       ]);
@@ -180,14 +122,14 @@ describe('redis-streams relay recovery', () => {
     await proxy.cut();
     const client = new Redis({
       host: '127.0.0.1',
-      port: proxy.port(),
+      port: proxy.port,
       lazyConnect: true,
       retryStrategy: () => 100,
     });
     client.on('error', () => undefined);
     const relay = redisStreamsRelay({ redis: client, stream: key, timeout: 300, checkStream: false });
     try {
-      const [outcome] = (await relay.deliver([envelope(1, 'a')], context())) as Array<
+      const [outcome] = (await relay.deliver([envelope(1, 'a')], makeContext())) as Array<
         DeliveryOutcome & { error?: Error }
       >;
       expect(String(outcome!.error?.message)).toMatch(/took longer than 300 ms/);

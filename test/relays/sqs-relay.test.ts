@@ -6,15 +6,7 @@
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import * as sqs from '@aws-sdk/client-sqs';
-import {
-  SKIPPED,
-  isOutboxerError,
-  type DeliveryContext,
-  type DeliveryOutcome,
-  type Envelope,
-  type Ordering,
-  type Relay,
-} from 'outboxer';
+import { SKIPPED, isOutboxerError, type DeliveryOutcome, type Envelope, type Relay } from 'outboxer';
 import {
   PACKED_HEADERS_ATTRIBUTE,
   SQS_LIMITS,
@@ -24,6 +16,8 @@ import {
   type SqsCommands,
   type SqsRelayOptions,
 } from 'outboxer/sqs';
+import { makeContext, makeEnvelope } from '../support/envelopes.js';
+import { invalidOptions } from './contract.js';
 
 const ENDPOINT = 'http://127.0.0.1:9324';
 const client = new sqs.SQSClient({
@@ -88,33 +82,8 @@ async function receiveAll(queueUrl: string): Promise<Arrived[]> {
   }
 }
 
-let nextId = 1;
-function envelope(
-  groupKey: string | null,
-  payload: unknown = { n: nextId },
-  extra: Partial<Envelope> = {},
-): Envelope {
-  const id = nextId++;
-  return {
-    id,
-    outbox: 'events',
-    type: null,
-    groupKey,
-    partition: 0,
-    payload,
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-    ...extra,
-  };
-}
-
-function context(ordering: Ordering = 'group', signal = new AbortController().signal): DeliveryContext {
-  return { outbox: 'events', partition: 0, ordering, signal };
-}
+const envelope = (groupKey: string | null, payload?: unknown, extra: Partial<Envelope> = {}) =>
+  makeEnvelope({ groupKey, payload, ...extra });
 
 /** SendMessageBatch inputs the relay built, recorded on their way to the real SDK command. */
 function recordingCommands(
@@ -161,7 +130,7 @@ describe('FIFO queue', () => {
       { type: 'OrderPaid', headers: { traceparent: '00-abc-def-01' } },
     );
     const unkeyed = envelope(null, { ping: true });
-    expect(outcomeSummary(await relay.deliver([keyed, unkeyed], context()))).toEqual(['ok', 'ok']);
+    expect(outcomeSummary(await relay.deliver([keyed, unkeyed], makeContext()))).toEqual(['ok', 'ok']);
     const arrived = await receiveAll(queueUrl);
     expect(arrived).toHaveLength(2);
     const [first, second] = [
@@ -188,11 +157,14 @@ describe('FIFO queue', () => {
   test('total ordering puts the whole outbox in one message group; keys SQS does not accept are hashed', async () => {
     const relay = await started({ queueUrl });
     const batch = [envelope('a'), envelope('b')];
-    expect(outcomeSummary(await relay.deliver(batch, context('total')))).toEqual(['ok', 'ok']);
+    expect(outcomeSummary(await relay.deliver(batch, makeContext({ ordering: 'total' })))).toEqual([
+      'ok',
+      'ok',
+    ]);
     expect((await receiveAll(queueUrl)).map((m) => m.groupId)).toEqual(['events', 'events']);
 
     const odd = [envelope('commande é 42'), envelope('x'.repeat(200)), envelope('commande é 42')];
-    expect(outcomeSummary(await relay.deliver(odd, context()))).toEqual(['ok', 'ok', 'ok']);
+    expect(outcomeSummary(await relay.deliver(odd, makeContext()))).toEqual(['ok', 'ok', 'ok']);
     const arrived = await receiveAll(queueUrl);
     const groupOf = new Map(arrived.map((m) => [Number(m.attributes['outboxer-id']), m.groupId]));
     expect(odd.map((m) => groupOf.get(m.id))).toEqual([
@@ -225,8 +197,8 @@ describe('FIFO queue', () => {
     // Through the relay: a batch delivered again (its acknowledgement was lost) arrives once.
     const relay = await started({ queueUrl });
     const batch = [envelope('g'), envelope('g'), envelope(null)];
-    expect(outcomeSummary(await relay.deliver(batch, context()))).toEqual(['ok', 'ok', 'ok']);
-    expect(outcomeSummary(await relay.deliver(batch, context()))).toEqual(['ok', 'ok', 'ok']);
+    expect(outcomeSummary(await relay.deliver(batch, makeContext()))).toEqual(['ok', 'ok', 'ok']);
+    expect(outcomeSummary(await relay.deliver(batch, makeContext()))).toEqual(['ok', 'ok', 'ok']);
     expect(
       (await receiveAll(queueUrl)).map((m) => Number(m.attributes['outboxer-id'])).sort((a, b) => a - b),
     ).toEqual(batch.map((m) => m.id));
@@ -252,7 +224,7 @@ describe('FIFO queue', () => {
     const calls: sqs.SendMessageBatchRequestEntry[][] = [];
     const relay = await started({ queueUrl, commands: recordingCommands(calls) });
     const batch = Array.from({ length: 60 }, (_, i) => envelope(i % 5 === 4 ? null : `k${i % 4}`));
-    const outcomes = await relay.deliver(batch, context());
+    const outcomes = await relay.deliver(batch, makeContext());
     expect(outcomeSummary(outcomes).every((o) => o === 'ok')).toBe(true);
     for (const call of calls) {
       expect(call.length).toBeLessThanOrEqual(10);
@@ -274,7 +246,7 @@ describe('FIFO queue', () => {
       if (entry.Id === poisoned) entry.MessageBody = `${entry.MessageBody}\u0001`;
     });
     const relay = await started({ queueUrl, commands });
-    const outcomes = (await relay.deliver(batch, context())) as DeliveryOutcome[];
+    const outcomes = (await relay.deliver(batch, makeContext())) as DeliveryOutcome[];
     expect(outcomeSummary(outcomes)).toEqual(['ok', 'ok', 'PermanentError', 'skipped', 'ok']);
     expect((outcomes[2] as { error: Error }).error.message).toMatch(
       new RegExp(`SQS rejected message ${poisoned}: InvalidAttributeValue: InvalidMessageContents`),
@@ -298,7 +270,7 @@ describe('FIFO queue', () => {
       envelope('h', { text: 'header' }, { headers: { note: 'bell \u0007' } }),
       envelope('i', { text: 'lone \uD800 surrogate is escaped by JSON' }),
     ];
-    const outcomes = (await relay.deliver(batch, context())) as DeliveryOutcome[];
+    const outcomes = (await relay.deliver(batch, makeContext())) as DeliveryOutcome[];
     expect(outcomeSummary(outcomes)).toEqual(['ok', 'PermanentError', 'skipped', 'PermanentError', 'ok']);
     expect((outcomes[1] as { error: Error }).error.message).toContain('the body contains U+FFFE');
     expect((outcomes[3] as { error: Error }).error.message).toContain('attribute "note" contains U+0007');
@@ -334,7 +306,7 @@ describe('sizes', () => {
       sized('big', SQS_LIMITS.messageBytes + 1),
       envelope('big'),
     ];
-    const outcomes = (await relay.deliver(batch, context())) as DeliveryOutcome[];
+    const outcomes = (await relay.deliver(batch, makeContext())) as DeliveryOutcome[];
     expect(outcomeSummary(outcomes)).toEqual(['ok', 'PermanentError', 'skipped']);
     expect((outcomes[1] as { error: Error }).error.message).toContain(
       `is ${SQS_LIMITS.messageBytes + 1} bytes`,
@@ -347,7 +319,7 @@ describe('sizes', () => {
     const calls: sqs.SendMessageBatchRequestEntry[][] = [];
     const relay = await started({ queueUrl, commands: recordingCommands(calls) });
     const batch = ['a', 'b', 'c', 'd', 'e'].map((key) => sized(key, 400_000));
-    expect(outcomeSummary(await relay.deliver(batch, context()))).toEqual(['ok', 'ok', 'ok', 'ok', 'ok']);
+    expect(outcomeSummary(await relay.deliver(batch, makeContext()))).toEqual(['ok', 'ok', 'ok', 'ok', 'ok']);
     expect(calls.map((call) => call.length)).toEqual([2, 2, 1]);
     expect(await receiveAll(queueUrl)).toHaveLength(5);
   });
@@ -370,7 +342,7 @@ describe('headers as message attributes', () => {
       envelope(null, 3, { headers: badName }),
       envelope(null, 4, { headers: { empty: '' } }),
     ];
-    expect(outcomeSummary(await relay.deliver(batch, context()))).toEqual(['ok', 'ok', 'ok', 'ok']);
+    expect(outcomeSummary(await relay.deliver(batch, makeContext()))).toEqual(['ok', 'ok', 'ok', 'ok']);
     const byBody = new Map((await receiveAll(queueUrl)).map((m) => [m.body, m.attributes]));
     expect(Object.keys(byBody.get('1')!)).toHaveLength(10);
     expect(byBody.get('1')).toMatchObject(six);
@@ -390,13 +362,13 @@ describe('standard queue', () => {
   test('sends no MessageGroupId or MessageDeduplicationId unless messageGroupId is set (SQS fair queues)', async () => {
     const queueUrl = await createQueue(false);
     const plain = await started({ queueUrl });
-    expect(outcomeSummary(await plain.deliver([envelope('tenant-1')], context()))).toEqual(['ok']);
+    expect(outcomeSummary(await plain.deliver([envelope('tenant-1')], makeContext()))).toEqual(['ok']);
     expect(await receiveAll(queueUrl)).toEqual([
       expect.objectContaining({ groupId: undefined, dedupeId: undefined }),
     ]);
 
     const fair = await started({ queueUrl, messageGroupId: (m) => m.groupKey ?? 'none' });
-    expect(outcomeSummary(await fair.deliver([envelope('tenant-2')], context()))).toEqual(['ok']);
+    expect(outcomeSummary(await fair.deliver([envelope('tenant-2')], makeContext()))).toEqual(['ok']);
     expect(await receiveAll(queueUrl)).toEqual([
       expect.objectContaining({ groupId: 'tenant-2', dedupeId: undefined }),
     ]);
@@ -448,7 +420,7 @@ describe('misconfiguration and outages', () => {
     try {
       const relay = sqsRelay({ client: unreachable, queueUrl });
       await relay.start!();
-      const error = await relay.deliver([envelope('g')], context()).then(
+      const error = await relay.deliver([envelope('g')], makeContext()).then(
         () => undefined,
         (e: unknown) => e,
       );
@@ -468,7 +440,10 @@ describe('misconfiguration and outages', () => {
     const queueUrl = await createQueue(true);
     const relay = await started({ queueUrl });
     await client.send(new sqs.DeleteQueueCommand({ QueueUrl: queueUrl }));
-    const outcomes = (await relay.deliver([envelope('g'), envelope('g')], context())) as DeliveryOutcome[];
+    const outcomes = (await relay.deliver(
+      [envelope('g'), envelope('g')],
+      makeContext(),
+    )) as DeliveryOutcome[];
     expect(outcomeSummary(outcomes)).toEqual(['OutboxerError', 'skipped']);
     const error = (outcomes[0] as { error: Error & { code: string; retryable: boolean } }).error;
     expect({ code: error.code, retryable: error.retryable }).toEqual({
@@ -481,7 +456,7 @@ describe('misconfiguration and outages', () => {
         Attributes: { FifoQueue: 'true' },
       }),
     );
-    expect(outcomeSummary(await relay.deliver([envelope('g')], context()))).toEqual(['ok']);
+    expect(outcomeSummary(await relay.deliver([envelope('g')], makeContext()))).toEqual(['ok']);
   });
 
   test('an aborted delivery sends nothing and reports the abort reason', async () => {
@@ -491,7 +466,7 @@ describe('misconfiguration and outages', () => {
     controller.abort(new Error('outboxer is stopping'));
     const outcomes = (await relay.deliver(
       [envelope('g'), envelope(null)],
-      context('group', controller.signal),
+      makeContext({ signal: controller.signal }),
     )) as DeliveryOutcome[];
     expect(outcomes.map((o) => !o.ok && (o.error as Error).message)).toEqual([
       'outboxer is stopping',
@@ -521,14 +496,7 @@ describe('options', () => {
     ],
     [{ client, queueUrl, topic: 'x' }, /Unknown option "sqsRelay\.topic"/],
   ])('rejects %#', (options, message) => {
-    let error: unknown;
-    try {
-      sqsRelay(options as unknown as SqsRelayOptions);
-    } catch (e) {
-      error = e;
-    }
-    expect(isOutboxerError(error) && error.code).toBe('INVALID_OPTIONS');
-    expect((error as Error).message).toMatch(message);
+    expect(invalidOptions(() => sqsRelay(options as unknown as SqsRelayOptions))).toMatch(message);
   });
 
   test('the default commands are loaded with a dynamic import, and src/relays/sqs imports nothing of the SDK statically', async () => {
@@ -539,7 +507,7 @@ describe('options', () => {
     }
     const queueUrl = await createQueue(false);
     const relay = await started({ queueUrl });
-    expect(outcomeSummary(await relay.deliver([envelope(null, 'dynamic')], context()))).toEqual(['ok']);
+    expect(outcomeSummary(await relay.deliver([envelope(null, 'dynamic')], makeContext()))).toEqual(['ok']);
     expect((await receiveAll(queueUrl)).map((m) => m.body)).toEqual(['"dynamic"']);
   });
 });

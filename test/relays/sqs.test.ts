@@ -8,7 +8,6 @@
  * queue would lose what is in it and reset FIFO deduplication, so it is covered separately in
  * sqs-relay.test.ts.
  */
-import { createServer, connect, type AddressInfo, type Server, type Socket } from 'node:net';
 import {
   CreateQueueCommand,
   DeleteMessageBatchCommand,
@@ -17,6 +16,7 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import { sqsRelay } from 'outboxer/sqs';
+import { tcpProxy } from '../support/tcp-proxy.js';
 import { relayContract, type Destination, type Received } from './contract.js';
 
 const SQS_PORT = 9324;
@@ -28,44 +28,6 @@ function sqsClient(endpoint = ENDPOINT): SQSClient {
     region: 'us-east-1',
     credentials: { accessKeyId: 'outboxer', secretAccessKey: 'outboxer' },
   });
-}
-
-/** A TCP proxy to ElasticMQ that can be cut (connections refused) and restored on the same port. */
-async function tcpProxy(targetPort: number) {
-  const sockets = new Set<Socket>();
-  let server: Server | undefined;
-  let port = 0;
-  const track = (socket: Socket) => {
-    sockets.add(socket);
-    socket.on('close', () => sockets.delete(socket));
-    socket.on('error', () => socket.destroy());
-  };
-  const open = () =>
-    new Promise<void>((resolve, reject) => {
-      const listener = createServer((downstream) => {
-        const upstream = connect(targetPort, '127.0.0.1');
-        track(downstream);
-        track(upstream);
-        downstream.pipe(upstream).pipe(downstream);
-        downstream.on('close', () => upstream.destroy());
-        upstream.on('close', () => downstream.destroy());
-      });
-      listener.once('error', reject);
-      listener.listen(port, '127.0.0.1', () => {
-        port = (listener.address() as AddressInfo).port;
-        server = listener;
-        resolve();
-      });
-    });
-  const cut = () =>
-    new Promise<void>((resolve) => {
-      for (const socket of sockets) socket.destroy();
-      if (server === undefined) return resolve();
-      server.close(() => resolve());
-      server = undefined;
-    });
-  await open();
-  return { endpoint: () => `http://127.0.0.1:${port}`, cut, restore: open };
 }
 
 async function createQueue(client: SQSClient, fifo: boolean): Promise<string> {
@@ -113,7 +75,7 @@ async function destination(fifo: boolean): Promise<Destination> {
   const consumer = sqsClient();
   const queueUrl = await createQueue(consumer, fifo);
   const proxy = await tcpProxy(SQS_PORT);
-  const client = sqsClient(proxy.endpoint());
+  const client = sqsClient(`http://127.0.0.1:${proxy.port}`);
   const received: Received[] = [];
   return {
     relay: sqsRelay({ client, queueUrl }),

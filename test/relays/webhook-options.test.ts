@@ -1,38 +1,17 @@
 import { randomBytes } from 'node:crypto';
 import { describe, expect, test } from 'vitest';
-import type { DeliveryOutcome, Envelope } from 'outboxer';
 import { webhookRelay, type WebhookRelayOptions } from 'outboxer/webhook';
+import { deliverBatch, makeEnvelope } from '../support/envelopes.js';
 
 // Option checks and url-function misconfiguration: nothing here needs a server, as nothing is sent.
 
 const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
 
-function envelope(): Envelope {
-  return {
-    id: 1,
-    outbox: 'events',
-    type: 'order.paid',
-    groupKey: 'g1',
-    partition: 0,
-    payload: { n: 1 },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-  };
-}
-
 async function deliverOne(options: WebhookRelayOptions): Promise<Error> {
-  const outcomes = (await webhookRelay(options).deliver([envelope()], {
-    outbox: 'events',
-    partition: 0,
-    ordering: 'group',
-    signal: new AbortController().signal,
-  })) as DeliveryOutcome[];
-  expect(outcomes[0]?.ok).toBe(false);
-  return (outcomes[0] as { error: Error }).error;
+  const message = makeEnvelope({ id: 1, type: 'order.paid', groupKey: 'g1', payload: { n: 1 } });
+  const [outcome] = await deliverBatch(webhookRelay(options), [message]);
+  expect(outcome?.ok).toBe(false);
+  return (outcome as { error: Error }).error;
 }
 
 describe('webhook relay options', () => {

@@ -2,6 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
 import { orderingKey, SKIPPED, type DeliveryOutcome, type Envelope, type Ordering } from 'outboxer';
 import { webhookRelay, type WebhookFetch } from 'outboxer/webhook';
+import { deliverBatch, makeContext, makeEnvelope } from '../support/envelopes.js';
 
 // The order rule under every interleaving fast-check can think of: random groups, latencies,
 // failures, concurrency and ordering modes. Requests go through the relay's public `fetch` option
@@ -24,20 +25,7 @@ const specs = fc.array(
 );
 
 function envelopes(list: readonly Spec[]): Envelope[] {
-  return list.map((spec, i) => ({
-    id: i + 1,
-    outbox: 'events',
-    type: null,
-    groupKey: spec.key,
-    partition: 0,
-    payload: null,
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-  }));
+  return list.map((spec, i) => makeEnvelope({ id: i + 1, groupKey: spec.key, payload: null }));
 }
 
 /** What deliverEach would report: the outcomes do not depend on timing, only on which messages fail. */
@@ -87,12 +75,7 @@ describe('webhook relay ordering (property-based)', () => {
             return new Response(null, { status: list[id - 1]!.fail ? 503 : 204 });
           };
           const relay = webhookRelay({ url: 'http://receiver.invalid/hook', fetch: endpoint, concurrency });
-          const outcomes = (await relay.deliver(batch, {
-            outbox: 'events',
-            partition: 0,
-            ordering,
-            signal: new AbortController().signal,
-          })) as DeliveryOutcome[];
+          const outcomes = await deliverBatch(relay, batch, makeContext({ ordering }));
 
           expect(violations).toEqual([]);
           expect(peak).toBeLessThanOrEqual(concurrency);
@@ -134,12 +117,7 @@ describe('webhook relay ordering (property-based)', () => {
             return new Response(null, { status: 204 });
           };
           const relay = webhookRelay({ url: 'http://receiver.invalid/hook', fetch: endpoint, concurrency });
-          const outcomes = (await relay.deliver(batch, {
-            outbox: 'events',
-            partition: 0,
-            ordering: 'group',
-            signal: controller.signal,
-          })) as DeliveryOutcome[];
+          const outcomes = await deliverBatch(relay, batch, makeContext({ signal: controller.signal }));
           outcomes.forEach((outcome, i) => {
             const sent = started.includes(batch[i]!.id);
             if (!sent) expect(outcome).toEqual({ ok: false, error: SKIPPED });

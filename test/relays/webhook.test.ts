@@ -14,6 +14,8 @@ import {
 } from 'outboxer';
 import { verifyWebhook, webhookRelay, type WebhookRelayOptions } from 'outboxer/webhook';
 import { sqliteFixture } from '../support/databases.js';
+import { deliverBatch, makeContext, makeEnvelope } from '../support/envelopes.js';
+import { closedPort } from '../support/tcp-proxy.js';
 import { orderViolations, relayContract, waitFor, type Received } from './contract.js';
 
 // ---------------------------------------------------------------------------------------------
@@ -99,47 +101,20 @@ class Receiver {
   }
 }
 
-/** A port nothing listens on. */
-async function freePort(): Promise<number> {
-  const receiver = await Receiver.start();
-  await receiver.stop();
-  return receiver.port;
-}
-
 const newSecret = () => `whsec_${randomBytes(32).toString('base64')}`;
 
-let nextId = 1;
-function envelope(overrides: Partial<Envelope> = {}): Envelope {
-  return {
-    id: nextId++,
-    outbox: 'events',
-    type: 'order.paid',
-    groupKey: 'g1',
-    partition: 0,
-    payload: { n: 1 },
-    headers: {},
-    attempts: 0,
-    lastError: null,
-    nextAttemptAt: null,
-    failingSince: null,
-    insertedAt: new Date(),
-    ...overrides,
-  };
-}
+const envelope = (overrides: Partial<Envelope> = {}) =>
+  makeEnvelope({ type: 'order.paid', groupKey: 'g1', payload: { n: 1 }, ...overrides });
 
+/** Delivers `batch` and checks that the relay reported one outcome per message. */
 async function deliver(
   relay: Relay,
   batch: Envelope[],
-  options: { ordering?: Ordering; signal?: AbortSignal } = {},
+  context: { ordering?: Ordering; signal?: AbortSignal } = {},
 ): Promise<DeliveryOutcome[]> {
-  const outcomes = await relay.deliver(batch, {
-    outbox: 'events',
-    partition: 0,
-    ordering: options.ordering ?? 'group',
-    signal: options.signal ?? new AbortController().signal,
-  });
+  const outcomes = await deliverBatch(relay, batch, makeContext(context));
   expect(outcomes).toHaveLength(batch.length);
-  return outcomes as DeliveryOutcome[];
+  return outcomes;
 }
 
 /** The error of a failed outcome. */
@@ -188,7 +163,7 @@ for (const concurrency of [1, 4]) {
     },
     async misconfigured() {
       // Nothing listens there: every attempt is refused, retryably.
-      return { relay: webhookRelay({ url: `http://127.0.0.1:${await freePort()}/hook`, timeout: 2000 }) };
+      return { relay: webhookRelay({ url: `http://127.0.0.1:${await closedPort()}/hook`, timeout: 2000 }) };
     },
   });
 }
@@ -399,7 +374,9 @@ describe('webhook relay', () => {
 
     test('network errors are retryable and say what happened', async () => {
       const error = errorOf(
-        (await deliver(webhookRelay({ url: `http://127.0.0.1:${await freePort()}/hook` }), [envelope()]))[0],
+        (
+          await deliver(webhookRelay({ url: `http://127.0.0.1:${await closedPort()}/hook` }), [envelope()])
+        )[0],
       );
       expect(error).toBeInstanceOf(DeliveryError);
       expect((error as DeliveryError).permanent).toBe(false);
@@ -727,7 +704,7 @@ describe('webhook relay', () => {
     });
 
     test('network errors and url-function URLs are redacted too', async () => {
-      const url = `http://alice-token:s3cr3t-pass@127.0.0.1:${await freePort()}/hook?token=query-token-42`;
+      const url = `http://alice-token:s3cr3t-pass@127.0.0.1:${await closedPort()}/hook?token=query-token-42`;
       for (const relay of [webhookRelay({ url, secret }), webhookRelay({ url: () => url, secret })]) {
         const error = errorOf((await deliver(relay, [envelope()]))[0]);
         expect(error.message).toMatch(/ECONNREFUSED/);

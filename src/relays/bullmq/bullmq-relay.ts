@@ -1,6 +1,7 @@
 import { OutboxerError } from '../../core/errors.js';
 import type { Relay } from '../../core/relay.js';
-import { deliverInBulk, withDeadline } from '../shared/bulk-delivery.js';
+import { deliverInBulk } from '../shared/bulk-delivery.js';
+import { withDeadline } from '../shared/deadline.js';
 import {
   BullmqCallAbandoned,
   deliveryErrorOf,
@@ -74,8 +75,8 @@ function addBulk(
   const { queue, timeout } = options;
   return withDeadline(
     () => queue.addBulk(jobs),
-    signal,
     timeout,
+    signal,
     () => {
       const last = lastError();
       return new BullmqCallAbandoned(

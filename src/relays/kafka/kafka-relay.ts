@@ -11,6 +11,7 @@ import {
   type Envelope,
   type Relay,
 } from '../../core/relay.js';
+import { withDeadline } from '../shared/deadline.js';
 import { KafkaSendError, laneOf, partitionId, type KafkaClientAdapter } from './kafka-client.js';
 import { classifySendFailure, describeKafkaError, kafkaErrorNames } from './kafka-errors.js';
 import {
@@ -22,7 +23,7 @@ import {
   topicNameProblem,
   type Draft,
 } from './kafka-records.js';
-import { Abandoned, TopicPartitions, withDeadline } from './kafka-topics.js';
+import { abandoned, Abandoned, TopicPartitions } from './kafka-topics.js';
 
 export interface KafkaRelayOptions {
   /** The client to send with: {@link platformaticProducer}`(producer)` or {@link kafkajsProducer}`(producer, { admin })`. */
@@ -314,7 +315,7 @@ class KafkaRelay implements Relay {
       }
     });
     try {
-      await withDeadline(task, Number.POSITIVE_INFINITY, signal, () => undefined);
+      await withDeadline(task, Number.POSITIVE_INFINITY, signal, () => undefined, abandoned);
       if (!started) return this.mark(records, 'unsent');
       for (const draft of records) draft.state = 'landed';
       return true;

@@ -3,6 +3,7 @@
  * Java client, and to tell a missing topic apart from a slow cluster.
  */
 import { OutboxerError } from '../../core/errors.js';
+import { withDeadline } from '../shared/deadline.js';
 import type { KafkaClientAdapter } from './kafka-client.js';
 import { describeKafkaError } from './kafka-errors.js';
 
@@ -11,45 +12,15 @@ const COUNT_TTL = 60_000;
 /** How long "this topic does not exist" is trusted: short, so a topic created meanwhile is used soon. */
 const MISSING_TTL = 5_000;
 
-/** Rejected with by {@link withDeadline} when the signal fires. */
+/** What a wait on Kafka rejects with when the batch's signal fires (see {@link abandoned}). */
 export class Abandoned extends Error {
   constructor(readonly reason: unknown) {
     super('abandoned');
   }
 }
 
-/**
- * Waits for `promise`, but no longer than `ms` (then rejects with `onTimeout()`) and no longer than
- * `signal` stays unaborted (then rejects with {@link Abandoned}). Leaves no timer or listener behind.
- */
-export function withDeadline<T>(
-  promise: Promise<T>,
-  ms: number,
-  signal: AbortSignal | undefined,
-  onTimeout: () => unknown,
-): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
-    if (signal?.aborted) {
-      reject(new Abandoned(signal.reason));
-      return;
-    }
-    const onAbort = (): void => finish(() => reject(new Abandoned(signal!.reason)));
-    const timer = Number.isFinite(ms) ? setTimeout(() => finish(() => reject(onTimeout())), ms) : undefined;
-    signal?.addEventListener('abort', onAbort, { once: true });
-    let done = false;
-    function finish(settle: () => void): void {
-      if (done) return;
-      done = true;
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
-      settle();
-    }
-    promise.then(
-      (value) => finish(() => resolve(value)),
-      (error: unknown) => finish(() => reject(error)),
-    );
-  });
-}
+/** The `onAbort` of {@link withDeadline} for waits on Kafka: an {@link Abandoned} with the reason. */
+export const abandoned = (reason: unknown): Abandoned => new Abandoned(reason);
 
 interface Entry {
   readonly count: Promise<number | undefined>;
@@ -83,7 +54,7 @@ export class TopicPartitions {
         () => void (this.entries.get(topic) === fresh && this.entries.delete(topic)),
       );
     }
-    return withDeadline(entry.count, this.timeout, signal, () => this.timeoutError(topic)).catch(
+    return withDeadline(entry.count, this.timeout, signal, () => this.timeoutError(topic), abandoned).catch(
       (error: unknown) => {
         if (error instanceof Abandoned || error instanceof OutboxerError) throw error;
         throw new OutboxerError(

@@ -1,6 +1,8 @@
 import { PermanentError } from '../../core/errors.js';
 import type { DeliveryOutcome, Envelope, Relay } from '../../core/relay.js';
+import { within } from '../shared/deadline.js';
 import { standardHeaders } from '../shared/headers.js';
+import { deliverInWaves } from '../shared/waves.js';
 import { publishFailure, startCheckFailure, type NatsHeadersLike } from './nats-client.js';
 import {
   resolveNatsOptions,
@@ -8,7 +10,6 @@ import {
   type NatsRelayOptions,
   type ResolvedNatsOptions,
 } from './nats-options.js';
-import { deliverInWaves, within } from './nats-waves.js';
 
 /**
  * A relay that publishes to NATS JetStream and counts a message as delivered when its PubAck
@@ -33,9 +34,9 @@ export function natsRelay<H extends NatsHeadersLike>(options: NatsRelayOptions<H
     name: resolved.name,
     start: () => checkStream(resolved),
     deliver: (batch, context) =>
-      deliverInWaves(batch, context, resolved.strictOrder ? 1 : Infinity, (wave) =>
-        publishWave(wave, resolved, context.signal),
-      ),
+      deliverInWaves(batch, context, (wave) => publishWave(wave, resolved, context.signal), {
+        perKey: resolved.strictOrder ? 1 : Infinity,
+      }),
   };
 }
 

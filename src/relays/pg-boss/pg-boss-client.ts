@@ -2,20 +2,13 @@
  * The few parts of a `PgBoss` instance (pg-boss 10) the relay uses, described structurally so
  * that `outboxer/pg-boss` imports nothing from `pg-boss` when it is loaded.
  */
+import type { PgBossJobOptions } from './pg-boss-options.js';
 
 /** One job of an `insert` call, as the relay builds it (pg-boss's `JobInsert`). */
-export interface PgBossJobInsert {
+export interface PgBossJobInsert extends PgBossJobOptions {
   id?: string;
   name: string;
   data?: object;
-  priority?: number;
-  retryLimit?: number;
-  retryDelay?: number;
-  retryBackoff?: boolean;
-  startAfter?: Date | string;
-  expireInSeconds?: number;
-  keepUntil?: Date | string;
-  deadLetter?: string;
 }
 
 /** What the relay reads of a queue (`getQueue` result). */

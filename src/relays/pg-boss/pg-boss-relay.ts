@@ -1,7 +1,8 @@
 import { OutboxerError } from '../../core/errors.js';
 import type { DeliveryOutcome, Envelope, Relay } from '../../core/relay.js';
-// The batch-then-one-by-one delivery is the same for every job queue; it lives beside the BullMQ relay.
-import { deliverInBulk, withDeadline } from '../shared/bulk-delivery.js';
+// The batch-then-one-by-one delivery is the same for every job queue (BullMQ's too).
+import { deliverInBulk } from '../shared/bulk-delivery.js';
+import { withDeadline } from '../shared/deadline.js';
 import type { PgBossJobInsert, PgBossQueueInfo } from './pg-boss-client.js';
 import { deliveryErrorOf, failsWholeBatch, misconfiguration, PgBossCallAbandoned } from './pg-boss-errors.js';
 import {
@@ -82,8 +83,8 @@ function call<T>(
 ): Promise<T> {
   return withDeadline(
     work,
-    signal,
     options.timeout,
+    signal,
     () =>
       new PgBossCallAbandoned(
         `pg-boss ${what} did not finish within ${options.timeout} ms. It may still commit; the job ids make the retry harmless.`,

@@ -4,8 +4,8 @@
  * the next batch after the broker or the network closed it.
  */
 import { DeliveryError, OutboxerError } from '../../core/errors.js';
+import { WaitTimeout, within } from '../shared/deadline.js';
 import { OUTBOXER_HEADERS } from '../shared/headers.js';
-import { WaitTimeout, within } from './rabbitmq-waves.js';
 
 /** Message properties the relay sets (a subset of amqplib's `Options.Publish`). */
 export interface AmqpPublishProperties {

@@ -4,6 +4,7 @@
  */
 import { DeliveryError, PermanentError } from '../../core/errors.js';
 import type { DeliveryOutcome, Envelope } from '../../core/relay.js';
+import { within } from '../shared/deadline.js';
 import { standardHeaders } from '../shared/headers.js';
 import {
   returnKey,
@@ -13,7 +14,6 @@ import {
   type RabbitMqChannels,
 } from './rabbitmq-channel.js';
 import { AMQP_SHORT_STRING_BYTES, type ResolvedRabbitMqOptions } from './rabbitmq-options.js';
-import { within } from './rabbitmq-waves.js';
 
 /** A message ready to publish: routing key, body and properties. */
 export interface AmqpMessage {

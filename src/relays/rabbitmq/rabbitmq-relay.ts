@@ -1,5 +1,7 @@
 import { OutboxerError } from '../../core/errors.js';
 import type { Relay } from '../../core/relay.js';
+import { within } from '../shared/deadline.js';
+import { deliverInWaves } from '../shared/waves.js';
 import { isMisconfiguration, misconfigured, RabbitMqChannels, type OpenChannel } from './rabbitmq-channel.js';
 import {
   resolveRabbitMqOptions,
@@ -7,7 +9,6 @@ import {
   type ResolvedRabbitMqOptions,
 } from './rabbitmq-options.js';
 import { publishWave } from './rabbitmq-publish.js';
-import { deliverInWaves, within } from './rabbitmq-waves.js';
 
 /**
  * A relay that publishes to a RabbitMQ exchange over a confirm channel, and counts a message as
@@ -40,10 +41,15 @@ export function rabbitmqRelay(options: RabbitMqRelayOptions): Relay {
         throw error;
       }),
     deliver: (batch, context) =>
-      deliverInWaves(batch, context, resolved.strictOrder ? 1 : Infinity, async (wave) => {
-        const open = await channels.acquire(context.signal);
-        return publishWave(channels, open, wave, resolved, context.signal);
-      }),
+      deliverInWaves(
+        batch,
+        context,
+        async (wave) => {
+          const open = await channels.acquire(context.signal);
+          return publishWave(channels, open, wave, resolved, context.signal);
+        },
+        { perKey: resolved.strictOrder ? 1 : Infinity },
+      ),
     stop: () => channels.close(),
   };
 }

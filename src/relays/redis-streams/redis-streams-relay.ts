@@ -1,12 +1,13 @@
 import { OutboxerError, PermanentError } from '../../core/errors.js';
 import type { DeliveryOutcome, Envelope, Relay } from '../../core/relay.js';
+import { within } from '../shared/deadline.js';
+import { deliverInWaves } from '../shared/waves.js';
 import { clientDown, startCheckFailure, xaddCommand, xaddFailure } from './redis-streams-client.js';
 import {
   resolveRedisStreamsOptions,
   type RedisStreamsRelayOptions,
   type ResolvedRedisStreamsOptions,
 } from './redis-streams-options.js';
-import { deliverInWaves, within } from './redis-streams-waves.js';
 
 /**
  * A relay that appends each message to a Redis stream with `XADD`, a wave of messages per pipeline
@@ -29,9 +30,9 @@ export function redisStreamsRelay(options: RedisStreamsRelayOptions): Relay {
     name: resolved.name,
     start: () => check(resolved),
     deliver: (batch, context) =>
-      deliverInWaves(batch, context, resolved.strictOrder ? 1 : Infinity, (wave) =>
-        addWave(wave, resolved, context.signal),
-      ),
+      deliverInWaves(batch, context, (wave) => addWave(wave, resolved, context.signal), {
+        perKey: resolved.strictOrder ? 1 : Infinity,
+      }),
   };
 }
 

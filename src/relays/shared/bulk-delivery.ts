@@ -111,33 +111,3 @@ async function sendOneByOne<J>(
 function failAll<J>(entries: readonly Entry<J>[], outcomes: DeliveryOutcome[], error: unknown): void {
   for (const entry of entries) outcomes[entry.index] = { ok: false, error };
 }
-
-/**
- * Settles with `work`, or rejects with `onTimeout()` after `timeout` ms, or with `onAbort(reason)`
- * when `signal` fires. `work` itself cannot be cancelled: it may still finish later.
- */
-export function withDeadline<T>(
-  work: () => Promise<T>,
-  signal: AbortSignal,
-  timeout: number,
-  onTimeout: () => Error,
-  onAbort: (reason: unknown) => Error,
-): Promise<T> {
-  if (signal.aborted) return Promise.reject(onAbort(signal.reason));
-  return new Promise<T>((resolve, reject) => {
-    const finish = (settle: () => void): void => {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', abort);
-      settle();
-    };
-    const abort = (): void => finish(() => reject(onAbort(signal.reason)));
-    const timer = setTimeout(() => finish(() => reject(onTimeout())), timeout);
-    signal.addEventListener('abort', abort, { once: true });
-    Promise.resolve()
-      .then(work)
-      .then(
-        (value) => finish(() => resolve(value)),
-        (error: unknown) => finish(() => reject(error)),
-      );
-  });
-}

@@ -8,22 +8,10 @@ import {
   PACKED_HEADERS_ATTRIBUTE,
   toSqsId,
 } from './sqs-message.js';
+import { makeEnvelope } from '../../../test/support/envelopes.js';
 
-const envelope = (over: Partial<Envelope>): Envelope => ({
-  id: 7,
-  outbox: 'orders',
-  type: null,
-  groupKey: null,
-  partition: 0,
-  payload: null,
-  headers: {},
-  attempts: 0,
-  lastError: null,
-  nextAttemptAt: null,
-  failingSince: null,
-  insertedAt: new Date(0),
-  ...over,
-});
+const envelope = (over: Partial<Envelope>): Envelope =>
+  makeEnvelope({ id: 7, outbox: 'orders', payload: null, insertedAt: new Date(0), ...over });
 
 test('characters outside XML 1.0 are found, lone surrogates included', () => {
   expect(findInvalidCharacter('tab\tnew\nline\r ok é 😀 \uE000 \uFFFD')).toBeUndefined();

@@ -1,11 +1,8 @@
 import { expect, test } from 'vitest';
-import { planCalls, planRounds } from './sqs-rounds.js';
+import { planCalls } from './sqs-rounds.js';
 
-test('rounds hold one message per key, in id order; unkeyed messages all go to the first', () => {
-  expect(planRounds(['a', 'a', null, 'b', 'a', null])).toEqual([[0, 2, 3, 5], [1], [4]]);
-  expect(planRounds(['', '', ''])).toEqual([[0], [1], [2]]); // 'total' ordering: one key
-  expect(planRounds([])).toEqual([]);
-});
+// How a batch is cut into rounds (one message per ordering key) is tested with deliverInWaves, in
+// src/relays/shared/waves.test.ts.
 
 test('calls hold at most 10 entries and 1 MiB, in order', () => {
   const item = (bytes: number) => ({ prepared: { bytes, entry: { Id: '1', MessageBody: 'x' } } });

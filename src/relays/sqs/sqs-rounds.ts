@@ -2,16 +2,12 @@
  * Delivery of one claimed batch in rounds. SQS enqueues the entries of a call independently: when a
  * middle entry of a group fails, the later entries of that group still land (seen on ElasticMQ and
  * fauxqs), which would put them ahead of the failed one. So a call never carries two messages of
- * one ordering key: round n sends the n-th message of every key, and a key whose message failed
- * (or was refused before sending) stops there, its later messages SKIPPED.
+ * one ordering key: the batch goes out in waves of one message per key (`deliverInWaves`, here
+ * called rounds), and a key whose message failed (or was refused before sending) stops there, its
+ * later messages SKIPPED. A round is cut into SendMessageBatch calls of at most 10 entries and 1 MiB.
  */
-import {
-  orderingKey,
-  SKIPPED,
-  type DeliveryContext,
-  type DeliveryOutcome,
-  type Envelope,
-} from '../../core/relay.js';
+import type { DeliveryContext, DeliveryOutcome, Envelope } from '../../core/relay.js';
+import { deliverInWaves } from '../shared/waves.js';
 import { readBatchResult, type SqsBatchEntry } from './sqs-client.js';
 import { callFailure, entryFailure } from './sqs-errors.js';
 import { SQS_LIMITS, type PreparedEntry } from './sqs-message.js';
@@ -22,27 +18,6 @@ export interface RoundsDeps {
   readonly concurrency: number;
   prepare(envelope: Envelope): PreparedEntry | Error;
   sendBatch(entries: SqsBatchEntry[]): Promise<unknown>;
-}
-
-/**
- * Batch positions per round: a key's k-th message (in id order) goes to round k; messages without
- * a key are independent and all go to the first round.
- *
- * @example
- * planRounds(['a', 'a', null, 'b', 'a']) // [[0, 2, 3], [1], [4]]
- */
-export function planRounds(keys: ReadonlyArray<string | null>): number[][] {
-  const rounds: number[][] = [];
-  const seen = new Map<string, number>();
-  keys.forEach((key, index) => {
-    let round = 0;
-    if (key !== null) {
-      round = seen.get(key) ?? 0;
-      seen.set(key, round + 1);
-    }
-    (rounds[round] ??= []).push(index);
-  });
-  return rounds;
 }
 
 /** Cuts prepared entries (in order) into calls of at most 10 entries and 1 MiB. */
@@ -65,36 +40,37 @@ export function planCalls<T extends { readonly prepared: PreparedEntry }>(items:
   return calls;
 }
 
-/** Delivers `batch` round after round; one outcome per message, in batch order. */
-export async function deliverInRounds(
+/**
+ * Delivers `batch` round after round; one outcome per message, in batch order. Messages not sent
+ * because `context.signal` fired fail with its reason.
+ */
+export function deliverInRounds(
   batch: readonly Envelope[],
   context: DeliveryContext,
   deps: RoundsDeps,
 ): Promise<DeliveryOutcome[]> {
-  const outcomes: DeliveryOutcome[] = new Array(batch.length);
-  const keys = batch.map((envelope) => orderingKey(envelope, context.ordering));
-  const failedKeys = new Set<string>();
-  for (const round of planRounds(keys)) {
-    const sendable: Array<{ index: number; prepared: PreparedEntry }> = [];
-    for (const index of round) {
-      const key = keys[index]!;
-      if (context.signal.aborted) outcomes[index] = { ok: false, error: context.signal.reason };
-      else if (key !== null && failedKeys.has(key)) outcomes[index] = { ok: false, error: SKIPPED };
-      else {
-        const prepared = deps.prepare(batch[index]!);
-        if (prepared instanceof Error) outcomes[index] = { ok: false, error: prepared };
-        else sendable.push({ index, prepared });
-      }
-    }
-    await forEachLimited(planCalls(sendable), deps.concurrency, (call) =>
-      sendCall(call, batch, outcomes, context, deps),
-    );
-    // A round holds one message per key, so marking failed keys after it is enough.
-    for (const index of round) {
-      const key = keys[index]!;
-      if (key !== null && outcomes[index]?.ok === false) failedKeys.add(key);
-    }
-  }
+  return deliverInWaves(batch, context, (round) => sendRound(round, context, deps), {
+    perKey: 1,
+    abandoned: 'failed',
+  });
+}
+
+/** One round: the entries SQS can take, in calls of at most 10 entries and 1 MiB, `concurrency` at once. */
+async function sendRound(
+  round: readonly Envelope[],
+  context: DeliveryContext,
+  deps: RoundsDeps,
+): Promise<DeliveryOutcome[]> {
+  const outcomes = new Array<DeliveryOutcome>(round.length);
+  const sendable: Array<{ index: number; prepared: PreparedEntry }> = [];
+  round.forEach((envelope, index) => {
+    const prepared = deps.prepare(envelope);
+    if (prepared instanceof Error) outcomes[index] = { ok: false, error: prepared };
+    else sendable.push({ index, prepared });
+  });
+  await forEachLimited(planCalls(sendable), deps.concurrency, (call) =>
+    sendCall(call, round, outcomes, context, deps),
+  );
   return outcomes;
 }
 
