@@ -34,6 +34,7 @@ export async function checkConfigurations(
       partitions: outbox.partitions,
       ordering: outbox.ordering,
       serializeWrites: outbox.serializeWrites,
+      onDead: outbox.onDead,
     };
     const [row] = await adapter.execute(dialect.readConfiguration(outbox.table, outbox.name));
     if (row !== undefined) {
@@ -41,6 +42,7 @@ export async function checkConfigurations(
         partitions: Number(row.partitions),
         ordering: String(row.ordering),
         serializeWrites: row.serialize_writes === true || row.serialize_writes === 1,
+        onDead: String(row.on_dead ?? 'continue'),
       };
       const differences = describeDifferences(recorded, wanted);
       if (differences.length === 0) continue;
@@ -78,8 +80,23 @@ async function allowReconfiguration(
   }
 }
 
+/**
+ * For instances that do not relay (publish-only, admin, CLI): `retryDead` and `discard` must treat
+ * dead messages as the relaying nodes do (parked or not), so they refuse when this instance's
+ * `onDead` disagrees with the recorded one. Nothing recorded yet: nothing to disagree with.
+ */
+export async function checkRecordedOnDead(adapter: Adapter, outbox: ResolvedOutbox): Promise<void> {
+  const [row] = await adapter.execute(adapter.dialect.readConfiguration(outbox.table, outbox.name));
+  const recorded = row?.on_dead;
+  if (recorded === undefined || recorded === null || recorded === outbox.onDead) return;
+  throw new OutboxerError(
+    'CONFIGURATION_MISMATCH',
+    `Outbox "${outbox.name}" has onDead ${JSON.stringify(outbox.onDead)} here but ${JSON.stringify(recorded)} on the relaying nodes: reviving or discarding dead messages with the wrong mode would release or strand parked groups. Configure outboxes.${outbox.name}.onDead the same everywhere.`,
+  );
+}
+
 function describeDifferences(
-  recorded: { partitions: number; ordering: string; serializeWrites: boolean },
+  recorded: { partitions: number; ordering: string; serializeWrites: boolean; onDead: string },
   wanted: RecordedConfiguration,
 ): string[] {
   return (Object.keys(wanted) as Array<keyof RecordedConfiguration>)

@@ -129,6 +129,7 @@ export interface RecordedConfiguration {
   readonly partitions: number;
   readonly ordering: Ordering;
   readonly serializeWrites: boolean;
+  readonly onDead: 'continue' | 'park';
 }
 
 /** Status column values. */
@@ -173,7 +174,7 @@ export interface Dialect {
    * `partitions`, which no worker reads) and `relay_seen_at` (the last heartbeat of a relaying node).
    */
   counts(table: QualifiedName, outbox: string, partitions: number): SqlQuery;
-  /** The recorded configuration of an outbox: `partitions`, `ordering`, `serialize_writes`, or no row. */
+  /** The recorded configuration of an outbox: `partitions`, `ordering`, `serialize_writes`, `on_dead`, or no row. */
   readConfiguration(table: QualifiedName, outbox: string): SqlQuery;
   writeConfiguration(table: QualifiedName, outbox: string, configuration: RecordedConfiguration): SqlQuery;
   /** One row with `version`: the server version as a number (Postgres 150004, SQLite 3045001). */

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { checkConfigurations, checkServerVersion } from './configuration.js';
+import { checkConfigurations, checkRecordedOnDead, checkServerVersion } from './configuration.js';
 import { OutboxCoordinator } from './coordinator.js';
 import type { DatabaseAdapter, InsertRow, Listener, MaybePromise, Row } from './database.js';
 import { encodeMessage, type PublishOptions } from './encoding.js';
@@ -126,6 +126,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   private state: 'idle' | 'starting' | 'running' | 'stopping' = 'idle';
   private relaysStarted: Promise<void> | undefined;
   private readonly startedRelays = new Set<Relay>();
+  private readonly onDeadChecked = new Set<string>();
 
   constructor(options: OutboxerOptions<Tx, Sync>) {
     if (typeof options !== 'object' || options === null)
@@ -535,6 +536,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   async retryDead(outbox: string, options: { ids?: readonly number[] } = {}): Promise<number> {
     const o = this.outbox(outbox);
     const ids = options.ids === undefined ? undefined : checkIds(options.ids);
+    await this.agreeOnDeadMessages(o);
     const rows = await this.adapter.execute(
       this.adapter.dialect.retryDead(o.table, o.name, ids, o.onDead === 'park'),
     );
@@ -545,11 +547,19 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   async discard(outbox: string, ids: readonly number[]): Promise<number> {
     const o = this.outbox(outbox);
     const { dialect } = this.adapter;
+    await this.agreeOnDeadMessages(o);
     const [removed] = await this.adapter.executeAtomically([
       dialect.discard(o.table, o.name, checkIds(ids)),
       dialect.releaseOrphanedHolds(o.table, o.name, o.onDead === 'park'),
     ]);
     return removed!.length;
+  }
+
+  /** Once per outbox: this instance's `onDead` matches the relaying nodes' (see checkRecordedOnDead). */
+  private async agreeOnDeadMessages(outbox: ResolvedOutbox): Promise<void> {
+    if (this.onDeadChecked.has(outbox.name)) return;
+    await checkRecordedOnDead(this.adapter as DatabaseAdapter<never, boolean>, outbox);
+    this.onDeadChecked.add(outbox.name);
   }
 
   /** Deletes delivered rows past the retention window, in batches. Returns how many. The pruner calls it. */

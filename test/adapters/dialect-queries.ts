@@ -78,6 +78,7 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
         partitions: 4,
         ordering: 'group',
         serializeWrites: true,
+        onDead: 'continue',
       }),
     ],
     ['serverVersion', dialect.serverVersion()],

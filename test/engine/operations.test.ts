@@ -213,3 +213,43 @@ describe.each(fixtures)('operations on $name', ({ make }) => {
     await outboxer.close();
   });
 });
+
+describe.each(fixtures)('onDead agreement on $name', ({ make }) => {
+  test('an instance whose onDead differs from the relaying nodes refuses to revive or discard dead messages', async () => {
+    const fixture = await make();
+    try {
+      const relay = functionRelay(async () => undefined);
+      const relaying = new Outboxer({
+        database: fixture.database,
+        outboxes: { ops: { relay, table: 'agree', onDead: 'park', maxAttempts: 1 } },
+      });
+      await relaying.migrate();
+      await relaying.start();
+      await relaying.stop();
+      const admin = new Outboxer({
+        database: fixture.database,
+        outboxes: { ops: { table: 'agree' } },
+        relay: false,
+      });
+      await expect(admin.retryDead('ops')).rejects.toMatchObject({
+        code: 'CONFIGURATION_MISMATCH',
+        message: expect.stringMatching(/onDead "continue" here but "park"/),
+      });
+      await expect(admin.discard('ops', [1])).rejects.toMatchObject({ code: 'CONFIGURATION_MISMATCH' });
+      const agreeing = new Outboxer({
+        database: fixture.database,
+        outboxes: { ops: { table: 'agree', onDead: 'park' } },
+        relay: false,
+      });
+      expect(await agreeing.retryDead('ops')).toBe(0);
+      // A relaying node with another onDead refuses to start, like any other difference.
+      const other = new Outboxer({
+        database: fixture.database,
+        outboxes: { ops: { relay, table: 'agree' } },
+      });
+      await expect(other.start()).rejects.toMatchObject({ code: 'CONFIGURATION_MISMATCH' });
+    } finally {
+      await fixture.close();
+    }
+  });
+});

@@ -304,7 +304,7 @@ FROM ${messages} WHERE outbox = $1`,
 function readConfiguration(table: QualifiedName, outbox: string): SqlQuery {
   const config = quoteName(companion(table, 'config'));
   return {
-    text: `SELECT partitions, ordering, serialize_writes FROM ${config} WHERE outbox = $1`,
+    text: `SELECT partitions, ordering, serialize_writes, on_dead FROM ${config} WHERE outbox = $1`,
     values: [outbox],
   };
 }
@@ -312,9 +312,9 @@ function readConfiguration(table: QualifiedName, outbox: string): SqlQuery {
 function writeConfiguration(table: QualifiedName, outbox: string, c: RecordedConfiguration): SqlQuery {
   const config = quoteName(companion(table, 'config'));
   return {
-    text: `INSERT INTO ${config} (outbox, partitions, ordering, serialize_writes, updated_at) VALUES ($1, $2, $3, $4, now())
-ON CONFLICT (outbox) DO UPDATE SET partitions = EXCLUDED.partitions, ordering = EXCLUDED.ordering, serialize_writes = EXCLUDED.serialize_writes, updated_at = now()`,
-    values: [outbox, c.partitions, c.ordering, c.serializeWrites],
+    text: `INSERT INTO ${config} (outbox, partitions, ordering, serialize_writes, on_dead, updated_at) VALUES ($1, $2, $3, $4, $5, now())
+ON CONFLICT (outbox) DO UPDATE SET partitions = EXCLUDED.partitions, ordering = EXCLUDED.ordering, serialize_writes = EXCLUDED.serialize_writes, on_dead = EXCLUDED.on_dead, updated_at = now()`,
+    values: [outbox, c.partitions, c.ordering, c.serializeWrites, c.onDead],
   };
 }
 

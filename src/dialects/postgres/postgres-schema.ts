@@ -61,6 +61,7 @@ export function postgresSchema(table: QualifiedName): string[] {
   partitions integer NOT NULL,
   ordering text NOT NULL,
   serialize_writes boolean NOT NULL,
+  on_dead text NOT NULL DEFAULT 'continue',
   updated_at timestamptz NOT NULL DEFAULT now()
 )`,
   ];

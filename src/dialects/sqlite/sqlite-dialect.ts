@@ -259,16 +259,16 @@ FROM ${messages} WHERE outbox = ?`,
 
 function readConfiguration(table: QualifiedName, outbox: string): SqlQuery {
   return {
-    text: `SELECT partitions, ordering, serialize_writes FROM ${quoteName(companion(table, 'config'))} WHERE outbox = ?`,
+    text: `SELECT partitions, ordering, serialize_writes, on_dead FROM ${quoteName(companion(table, 'config'))} WHERE outbox = ?`,
     values: [outbox],
   };
 }
 
 function writeConfiguration(table: QualifiedName, outbox: string, c: RecordedConfiguration): SqlQuery {
   return {
-    text: `INSERT INTO ${quoteName(companion(table, 'config'))} (outbox, partitions, ordering, serialize_writes, updated_at) VALUES (?, ?, ?, ?, ?)
-ON CONFLICT (outbox) DO UPDATE SET partitions = excluded.partitions, ordering = excluded.ordering, serialize_writes = excluded.serialize_writes, updated_at = excluded.updated_at`,
-    values: [outbox, c.partitions, c.ordering, c.serializeWrites ? 1 : 0, Date.now()],
+    text: `INSERT INTO ${quoteName(companion(table, 'config'))} (outbox, partitions, ordering, serialize_writes, on_dead, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+ON CONFLICT (outbox) DO UPDATE SET partitions = excluded.partitions, ordering = excluded.ordering, serialize_writes = excluded.serialize_writes, on_dead = excluded.on_dead, updated_at = excluded.updated_at`,
+    values: [outbox, c.partitions, c.ordering, c.serializeWrites ? 1 : 0, c.onDead, Date.now()],
   };
 }
 

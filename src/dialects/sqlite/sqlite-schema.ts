@@ -55,6 +55,7 @@ export function sqliteSchema(table: QualifiedName): string[] {
   partitions INTEGER NOT NULL,
   ordering TEXT NOT NULL,
   serialize_writes INTEGER NOT NULL,
+  on_dead TEXT NOT NULL DEFAULT 'continue',
   updated_at INTEGER NOT NULL DEFAULT (CAST(unixepoch('subsec') * 1000 AS INTEGER))
 )`,
   ];
