@@ -16,6 +16,9 @@ const entry = Object.fromEntries(
     .filter(([, source]) => existsSync(source!)),
 );
 
+// The CLI (`npx outboxer`, package.json "bin") is an entry of its own.
+entry['cli/index'] = 'src/cli/index.ts';
+
 export default defineConfig({
   entry,
   format: ['esm'],

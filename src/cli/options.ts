@@ -1,0 +1,208 @@
+import { parseArgs } from 'node:util';
+import { UsageError } from './usage-error.js';
+
+export const COMMANDS = [
+  'migrate',
+  'sql',
+  'counts',
+  'pending',
+  'blocked',
+  'dead',
+  'retry-dead',
+  'discard',
+  'prune',
+] as const;
+
+export type Command = (typeof COMMANDS)[number];
+
+/** The command line, checked. */
+export interface CliOptions {
+  readonly command: Command | 'help' | 'version';
+  readonly url: string | undefined;
+  readonly table: string;
+  readonly schema: string | undefined;
+  readonly outbox: string | undefined;
+  readonly partitions: number | undefined;
+  /** The outbox's onDead; `auto` infers it from the table (see docs/cli.md). */
+  readonly onDead: 'auto' | 'continue' | 'park';
+  readonly json: boolean;
+  readonly yes: boolean;
+  readonly limit: number;
+  /** `discard --dead`: every dead message. */
+  readonly dead: boolean;
+  /** `prune --older-than`, in seconds. */
+  readonly olderThan: number | undefined;
+  readonly dialect: 'postgres' | 'sqlite' | undefined;
+  /** Message ids given as arguments (`retry-dead 12 13`, `discard 12,13`). */
+  readonly ids: number[];
+}
+
+export const USAGE = `Usage: outboxer <command> [options]
+
+Operate outboxer's tables from a shell. The database comes from DATABASE_URL (or --url):
+a postgres:// URL, or sqlite:<path> (e.g. sqlite:./app.db).
+
+Commands:
+  migrate                  create the tables and indexes (idempotent)
+  sql                      print the DDL that migrate runs (--dialect postgres|sqlite)
+  counts                   pending, delivered, dead and orphaned messages per outbox
+  pending                  messages waiting for delivery, oldest first
+  blocked                  groups held back by a failing (or parked) head message
+  dead                     dead messages, oldest first
+  retry-dead [ids...]      make dead messages pending again (all, or these ids)
+  discard <ids...>         remove messages for good; --dead: every dead message
+  prune --older-than <d>   delete delivered messages older than d (retention: { keep })
+
+Options:
+  --outbox <name>          the outbox (default: the only one recorded in <table>_config;
+                           counts shows every recorded outbox)
+  --table <name>           the message table, name or schema.name (default outboxer_messages)
+  --schema <name>          the schema of the table (default: the search path; SQLite: main)
+  --partitions <n>         the outbox's partitions (default: read from <table>_config)
+  --on-dead <mode>         the outbox's onDead: park, continue, or auto (default), which
+                           finds park from messages held behind a dead one
+  --limit <n>              rows shown by pending, dead and blocked (default 100)
+  --older-than <duration>  prune: 30s, 15m, 12h, 7d or seconds; 0 prunes every delivered message
+  --dead                   discard: every dead message
+  --json                   machine-readable output on stdout
+  -y, --yes                do not ask for confirmation (needed without a terminal)
+  --url <url>              instead of DATABASE_URL (visible to other users in the process list)
+  -h, --help               this help
+  -v, --version            the version
+
+retry-dead, discard and prune ask for confirmation, work in batches (1,000 ids, or the pruner's
+batches) and report progress on stderr. Exit codes: 0 done, 1 failed or declined, 2 bad usage.
+`;
+
+/** Parses the command line (without `node` and the script). */
+export function parseCommandLine(argv: readonly string[]): CliOptions {
+  let parsed: ReturnType<typeof parse>;
+  try {
+    parsed = parse(argv);
+  } catch (error) {
+    throw new UsageError(`${(error as Error).message}\nRun outboxer --help for the options.`);
+  }
+  const { values, positionals } = parsed;
+  const [first, ...rest] = positionals;
+  const command = values.help
+    ? 'help'
+    : values.version
+      ? 'version'
+      : first === 'help'
+        ? 'help'
+        : checkCommand(first);
+
+  const takesIds = command === 'retry-dead' || command === 'discard';
+  if (!takesIds && rest.length > 0) {
+    throw new UsageError(`${command} takes no arguments; got ${JSON.stringify(rest.join(' '))}.`);
+  }
+  const ids = takesIds ? parseIds(rest) : [];
+  if (values.dead && command !== 'discard') throw new UsageError('--dead belongs to discard.');
+  if (command === 'discard' && values.dead && ids.length > 0) {
+    throw new UsageError('discard takes message ids or --dead, not both.');
+  }
+  if (command === 'discard' && !values.dead && ids.length === 0) {
+    throw new UsageError(
+      'discard needs message ids (outboxer discard 4711 4712), or --dead for every dead message.',
+    );
+  }
+  if (values['older-than'] !== undefined && command !== 'prune') {
+    throw new UsageError('--older-than belongs to prune.');
+  }
+  if (command === 'prune' && values['older-than'] === undefined) {
+    throw new UsageError(
+      'prune needs --older-than <duration>, the retention window: e.g. --older-than 7d (0 deletes every delivered message).',
+    );
+  }
+  return {
+    command,
+    url: values.url,
+    table: values.table ?? 'outboxer_messages',
+    schema: values.schema,
+    outbox: values.outbox,
+    partitions:
+      values.partitions === undefined ? undefined : positiveInteger('--partitions', values.partitions, 1024),
+    onDead: onDead(values['on-dead']),
+    json: values.json ?? false,
+    yes: values.yes ?? false,
+    limit: values.limit === undefined ? 100 : positiveInteger('--limit', values.limit, 100_000),
+    dead: values.dead ?? false,
+    olderThan: values['older-than'] === undefined ? undefined : parseDuration(values['older-than']),
+    dialect: dialect(values.dialect),
+    ids,
+  };
+}
+
+function parse(argv: readonly string[]) {
+  return parseArgs({
+    args: [...argv],
+    allowPositionals: true,
+    strict: true,
+    options: {
+      url: { type: 'string' },
+      table: { type: 'string' },
+      schema: { type: 'string' },
+      outbox: { type: 'string' },
+      partitions: { type: 'string' },
+      'on-dead': { type: 'string' },
+      limit: { type: 'string' },
+      'older-than': { type: 'string' },
+      dialect: { type: 'string' },
+      dead: { type: 'boolean' },
+      json: { type: 'boolean' },
+      yes: { type: 'boolean', short: 'y' },
+      help: { type: 'boolean', short: 'h' },
+      version: { type: 'boolean', short: 'v' },
+    },
+  });
+}
+
+function checkCommand(name: string | undefined): Command {
+  if (name === undefined) throw new UsageError(`Which command?\n\n${USAGE}`);
+  if ((COMMANDS as readonly string[]).includes(name)) return name as Command;
+  throw new UsageError(
+    `Unknown command ${JSON.stringify(name)}. Commands: ${COMMANDS.join(', ')}. Run outboxer --help.`,
+  );
+}
+
+function positiveInteger(option: string, text: string, max: number): number {
+  if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > max) {
+    throw new UsageError(`${option} must be an integer from 1 to ${max}; got ${JSON.stringify(text)}.`);
+  }
+  return Number(text);
+}
+
+/** Ids as separate arguments or comma-separated: `12 13`, `12,13`. */
+function parseIds(args: readonly string[]): number[] {
+  const ids = args.flatMap((arg) => arg.split(',')).filter((part) => part !== '');
+  for (const id of ids) {
+    if (!/^\d+$/.test(id) || !Number.isSafeInteger(Number(id)) || Number(id) < 1) {
+      throw new UsageError(`Message ids are positive integers; got ${JSON.stringify(id)}.`);
+    }
+  }
+  return [...new Set(ids.map(Number))];
+}
+
+const UNITS: Record<string, number> = { ms: 0.001, s: 1, m: 60, h: 3600, d: 86_400 };
+
+/** `30s`, `15m`, `12h`, `7d`, `500ms` or plain seconds, to seconds. */
+export function parseDuration(text: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(text.trim());
+  if (match === null) {
+    throw new UsageError(
+      `--older-than must be a duration such as 30s, 15m, 12h or 7d; got ${JSON.stringify(text)}.`,
+    );
+  }
+  return Number(match[1]) * UNITS[match[2] ?? 's']!;
+}
+
+function onDead(value: string | undefined): 'auto' | 'continue' | 'park' {
+  if (value === undefined) return 'auto';
+  if (value === 'auto' || value === 'continue' || value === 'park') return value;
+  throw new UsageError(`--on-dead must be auto, continue or park; got ${JSON.stringify(value)}.`);
+}
+
+function dialect(value: string | undefined): 'postgres' | 'sqlite' | undefined {
+  if (value === undefined || value === 'postgres' || value === 'sqlite') return value;
+  throw new UsageError(`--dialect must be postgres or sqlite; got ${JSON.stringify(value)}.`);
+}
