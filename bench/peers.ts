@@ -1,0 +1,414 @@
+/**
+ * The libraries users pick instead, doing the same publish and deliver work in the same run:
+ * pg-boss (a job queue that takes the caller's transaction) and pg-transactional-outbox (an
+ * outbox with a polling listener). Publish rows alternate the three libraries trial by trial.
+ */
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import PgBoss from 'pg-boss';
+import { Outboxer } from 'outboxer';
+import { nodePostgres } from 'outboxer/pg';
+import { addPeerRow, judge, type BenchContext } from './context.js';
+import type { Figure, PeerRow } from './report.js';
+import { relayOurs } from './relay.js';
+import {
+  dropTables,
+  groupKey,
+  median,
+  payload,
+  rows,
+  sleep,
+  sqlPayload,
+  transactionsPerSecond,
+} from './support.js';
+
+const OURS = 'bench_peer_pub';
+const PGBOSS_SCHEMA = 'bench_pgboss';
+const PTXO_SCHEMA = 'bench_ptxo';
+const GROUPS = 10_000;
+/** The version this row was written against; install it as a devDependency to run the row. */
+export const PTXO_PACKAGE = 'pg-transactional-outbox@0.5.7';
+
+const randomKey = (): string => groupKey(Math.floor(Math.random() * GROUPS), GROUPS);
+
+type Publisher = {
+  /** One message in the caller's transaction. */
+  one(client: pg.PoolClient, n: number): Promise<unknown>;
+  /** 100 messages in the caller's transaction. */
+  hundred(client: pg.PoolClient, n: number): Promise<unknown>;
+  /** Empties its table between trials. */
+  reset(): Promise<void>;
+};
+
+interface Peer {
+  readonly name: string;
+  readonly publisher?: Publisher;
+  /** Fills `count` messages and delivers them with a handler that only counts, for at most `capMs`. */
+  relay?(count: number, capMs: number): Promise<{ figure: Figure; note?: string }>;
+  readonly unavailable?: string;
+  close(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// outboxer
+
+async function outboxerPeer(ctx: BenchContext): Promise<Peer> {
+  await dropTables(ctx.pool, OURS);
+  const outboxer = new Outboxer({
+    database: nodePostgres(ctx.pool),
+    relay: false,
+    outboxes: { bench: { table: OURS } },
+  }) as unknown as Outboxer<pg.PoolClient>;
+  await outboxer.migrate();
+  return {
+    name: 'outboxer',
+    publisher: {
+      one: (client, n) => outboxer.publish(client, 'bench', payload(n), { groupKey: randomKey() }),
+      hundred: (client, n) =>
+        outboxer.publishMany(
+          client,
+          Array.from({ length: 100 }, (_, i) => ({
+            outbox: 'bench',
+            payload: payload(n * 100 + i),
+            groupKey: randomKey(),
+          })),
+        ),
+      reset: async () => void (await ctx.pool.query(`TRUNCATE "${OURS}"`)),
+    },
+    close: () => dropTables(ctx.pool, OURS),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// pg-boss 10: send/insert with { db } inside the caller's transaction; fetch + complete to deliver.
+
+async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
+  await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PGBOSS_SCHEMA} CASCADE`);
+  const boss = new PgBoss({
+    connectionString: ctx.settings.url,
+    schema: PGBOSS_SCHEMA,
+    max: 4,
+    supervise: false,
+    schedule: false,
+    migrate: true,
+  });
+  boss.on('error', (error) => ctx.log(`  pg-boss error: ${String(error)}`));
+  await boss.start();
+  await boss.createQueue('bench');
+  const db = (client: pg.PoolClient) => ({
+    executeSql: (text: string, values: unknown[]) => client.query(text, values),
+  });
+  return {
+    name: 'pg-boss',
+    publisher: {
+      one: (client, n) => boss.send('bench', payload(n), { db: db(client) }),
+      hundred: (client, n) =>
+        boss.insert(
+          Array.from({ length: 100 }, (_, i) => ({ name: 'bench', data: payload(n * 100 + i) })),
+          { db: db(client) },
+        ),
+      reset: async () => void (await ctx.pool.query(`TRUNCATE ${PGBOSS_SCHEMA}.job`)),
+    },
+    async relay(count, capMs) {
+      await ctx.pool.query(`TRUNCATE ${PGBOSS_SCHEMA}.job`);
+      for (let start = 0; start < count; start += 5_000) {
+        const size = Math.min(5_000, count - start);
+        await boss.insert(
+          Array.from({ length: size }, (_, i) => ({ name: 'bench', data: payload(start + i) })),
+        );
+      }
+      await ctx.pool.query(`VACUUM (ANALYZE) ${PGBOSS_SCHEMA}.job`);
+      let delivered = 0;
+      const started = performance.now();
+      while (delivered < count && performance.now() - started < capMs) {
+        const jobs = await boss.fetch('bench', { batchSize: 100 });
+        if (jobs.length === 0) break;
+        delivered += jobs.length;
+        await boss.complete(
+          'bench',
+          jobs.map((j) => j.id),
+        );
+      }
+      const elapsed = (performance.now() - started) / 1000;
+      return {
+        figure: { value: delivered / elapsed, unit: 'msg/s' },
+        note:
+          delivered < count
+            ? `stopped after ${capMs / 1000} s: ${delivered.toLocaleString('en-US')} of ${count.toLocaleString('en-US')}`
+            : undefined,
+      };
+    },
+    close: async () => {
+      await boss.stop({ graceful: false, wait: true });
+      await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PGBOSS_SCHEMA} CASCADE`);
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// pg-transactional-outbox 0.5: initializeMessageStorage in the caller's transaction; the polling
+// listener (its next_outbox_messages function, created by the library's own setup SQL) delivers.
+
+interface PtxoModule {
+  initializeMessageStorage(
+    config: unknown,
+    logger: unknown,
+  ): (message: unknown, client: unknown) => Promise<void>;
+  initializePollingMessageListener(
+    config: unknown,
+    handler: { handle(message: unknown): Promise<void> },
+    logger: unknown,
+  ): [() => Promise<void>];
+  DatabaseSetup?: Record<string, (config: unknown) => string>;
+  DatabaseSetupExporter?: { createPollingScript?(config: unknown): string };
+}
+
+const silentLogger: Record<string, unknown> = {
+  level: 'silent',
+  trace() {},
+  debug() {},
+  info() {},
+  warn() {},
+  error() {},
+  fatal() {},
+  child: () => silentLogger,
+};
+
+async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
+  const specifier = 'pg-transactional-outbox';
+  let mod: PtxoModule;
+  try {
+    mod = (await import(specifier)) as PtxoModule;
+    if (typeof mod.initializeMessageStorage !== 'function' && 'default' in mod)
+      mod = (mod as unknown as { default: PtxoModule }).default;
+  } catch {
+    return {
+      name: 'pg-transactional-outbox',
+      unavailable: `not installed: npm i -D ${PTXO_PACKAGE}`,
+      close: async () => undefined,
+    };
+  }
+  const setupConfig = {
+    outboxOrInbox: 'outbox',
+    database: new URL(ctx.settings.url).pathname.slice(1),
+    schema: PTXO_SCHEMA,
+    table: 'outbox',
+    listenerRole: 'postgres',
+    handlerRole: 'postgres',
+    nextMessagesName: 'next_outbox_messages',
+  };
+  await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`);
+  const setup = mod.DatabaseSetup;
+  const script =
+    setup?.dropAndCreateTable && setup.createPollingFunction && setup.setupPollingIndexes
+      ? [
+          setup.dropAndCreateTable(setupConfig),
+          setup.createPollingFunction(setupConfig),
+          setup.setupPollingIndexes(setupConfig),
+        ].join('\n')
+      : mod.DatabaseSetupExporter?.createPollingScript?.(setupConfig);
+  if (script === undefined) throw new Error('pg-transactional-outbox: no DatabaseSetup to create its table');
+  await ctx.pool.query(script);
+  const settings = {
+    dbSchema: PTXO_SCHEMA,
+    dbTable: 'outbox',
+    nextMessagesFunctionName: 'next_outbox_messages',
+    nextMessagesBatchSize: 100,
+    nextMessagesPollingIntervalInMs: 10,
+  };
+  const config = {
+    outboxOrInbox: 'outbox',
+    dbListenerConfig: { connectionString: ctx.settings.url },
+    settings,
+  };
+  const store = mod.initializeMessageStorage(config, silentLogger);
+  const message = (n: number) => {
+    const key = randomKey();
+    return {
+      id: randomUUID(),
+      aggregateType: 'order',
+      aggregateId: key,
+      messageType: 'order_created',
+      segment: key,
+      concurrency: 'sequential',
+      payload: payload(n),
+      createdAt: new Date().toISOString(),
+    };
+  };
+  return {
+    name: 'pg-transactional-outbox',
+    publisher: {
+      one: (client, n) => store(message(n), client),
+      hundred: async (client, n) => {
+        // Its storage takes one message per call: 100 INSERTs in the transaction.
+        for (let i = 0; i < 100; i += 1) await store(message(n * 100 + i), client);
+      },
+      reset: async () => void (await ctx.pool.query(`TRUNCATE ${PTXO_SCHEMA}.outbox`)),
+    },
+    async relay(count, capMs) {
+      await ctx.pool.query(`TRUNCATE ${PTXO_SCHEMA}.outbox`);
+      await ctx.pool.query(
+        `INSERT INTO ${PTXO_SCHEMA}.outbox (id, aggregate_type, aggregate_id, message_type, segment, concurrency, payload, created_at)
+         SELECT gen_random_uuid(), 'order', 'order:' || (g % $2), 'order_created', 'order:' || (g % $2), 'sequential', ${sqlPayload('g')}::jsonb, clock_timestamp()
+         FROM generate_series(1, $1::int) AS g`,
+        [count, GROUPS],
+      );
+      await ctx.pool.query(`VACUUM (ANALYZE) ${PTXO_SCHEMA}.outbox`);
+      let delivered = 0;
+      const started = performance.now();
+      const [shutdown] = mod.initializePollingMessageListener(
+        config,
+        {
+          handle: async () => {
+            delivered += 1;
+          },
+        },
+        silentLogger,
+      );
+      while (delivered < count && performance.now() - started < capMs) await sleep(20);
+      const elapsed = (performance.now() - started) / 1000;
+      await shutdown();
+      return {
+        figure: { value: delivered / elapsed, unit: 'msg/s' },
+        note:
+          delivered < count
+            ? `stopped after ${capMs / 1000} s: ${delivered.toLocaleString('en-US')} of ${count.toLocaleString('en-US')}`
+            : undefined,
+      };
+    },
+    close: async () => void (await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`)),
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+
+async function safely(ctx: BenchContext, name: string, make: () => Promise<Peer>): Promise<Peer> {
+  try {
+    return await make();
+  } catch (error) {
+    ctx.log(`  ${name} could not be set up: ${String(error)}`);
+    return {
+      name,
+      unavailable: `failed to set up: ${String(error).slice(0, 160)}`,
+      close: async () => undefined,
+    };
+  }
+}
+
+function judgePeers(ctx: BenchContext, ours: number | undefined, peers: PeerRow['peers']): PeerRow['target'] {
+  const measured = peers.filter((p) => p.figure !== undefined);
+  if (ours === undefined || measured.length === 0)
+    return { text: '≥ 2× each peer', measured: '–', met: undefined };
+  const ratios = measured.map((p) => ({ name: p.name, ratio: ours / p.figure!.value }));
+  const worst = ratios.reduce((a, b) => (a.ratio <= b.ratio ? a : b));
+  const missing = peers.length - measured.length;
+  return {
+    text: '≥ 2× each peer',
+    measured: `${ratios.map((r) => `${r.ratio.toFixed(2)}× ${r.name}`).join(', ')}`,
+    met: missing > 0 ? undefined : judge(ctx, worst.ratio >= 2),
+  };
+}
+
+export async function peerRows(ctx: BenchContext): Promise<void> {
+  const { pool, settings } = ctx;
+  const trials = settings.quick ? 1 : 3;
+  const all = [
+    await safely(ctx, 'outboxer', () => outboxerPeer(ctx)),
+    await safely(ctx, 'pg-boss', () => pgBossPeer(ctx)),
+    await safely(ctx, 'pg-transactional-outbox', () => ptxoPeer(ctx)),
+  ];
+  try {
+    const publishCases = [
+      {
+        what: 'Publish, 1 message per transaction, 1 writer',
+        writers: 1,
+        count: rows(settings, 1000, 30),
+        hundred: false,
+        unit: 'txn/s',
+      },
+      {
+        what: 'Publish, 1 message per transaction, 10 writers',
+        writers: 10,
+        count: rows(settings, 4000, 100),
+        hundred: false,
+        unit: 'txn/s',
+      },
+      {
+        what: 'Publish, 100 messages per transaction',
+        writers: 1,
+        count: rows(settings, 200, 5),
+        hundred: true,
+        unit: 'msg/s',
+      },
+    ];
+    for (const c of publishCases) {
+      const samples = new Map<string, number[]>();
+      const failed = new Map<string, string>();
+      for (let trial = 0; trial < trials; trial += 1) {
+        // Rotate who goes first.
+        const order = all.map((_, i) => all[(i + trial) % all.length]!);
+        for (const peer of order) {
+          if (peer.publisher === undefined || failed.has(peer.name)) continue;
+          try {
+            await peer.publisher.reset();
+            await pool.query('CHECKPOINT');
+            const body = c.hundred ? peer.publisher.hundred : peer.publisher.one;
+            const rate = await transactionsPerSecond(pool, c.writers, c.count, body);
+            samples.set(peer.name, [...(samples.get(peer.name) ?? []), c.hundred ? rate * 100 : rate]);
+          } catch (error) {
+            failed.set(peer.name, `failed: ${String(error).slice(0, 160)}`);
+          }
+        }
+      }
+      const figure = (name: string): Figure | undefined => {
+        const s = samples.get(name);
+        return s === undefined ? undefined : { value: median(s), unit: c.unit };
+      };
+      const peers = all
+        .filter((p) => p.name !== 'outboxer')
+        .map((p) => ({ name: p.name, figure: figure(p.name), note: p.unavailable ?? failed.get(p.name) }));
+      const ours = figure('outboxer');
+      addPeerRow(ctx, { what: c.what, ours, peers, target: judgePeers(ctx, ours?.value, peers) });
+      ctx.log(
+        `  ${c.what}: outboxer ${ours?.value.toFixed(0)}; ${peers.map((p) => `${p.name} ${p.figure?.value.toFixed(0) ?? p.note}`).join('; ')}`,
+      );
+    }
+
+    // Deliver: the same backlog, one consumer, batches of 100, a handler that only counts.
+    const count = rows(settings, 100_000, 3_000);
+    const capMs = settings.quick ? 5_000 : 30_000;
+    const ours =
+      ctx.figures.get('relay.p1b100') ??
+      (await relayOurs(ctx, { partitions: 1, batchSize: 100, keep: false }, count)).rate;
+    const peers: Array<{ name: string; figure?: Figure; note?: string }> = [];
+    for (const peer of all) {
+      if (peer.name === 'outboxer') continue;
+      if (peer.relay === undefined) {
+        peers.push({ name: peer.name, note: peer.unavailable });
+        continue;
+      }
+      try {
+        const result = await peer.relay(count, capMs);
+        peers.push({ name: peer.name, figure: result.figure, note: result.note });
+      } catch (error) {
+        peers.push({ name: peer.name, note: `failed: ${String(error).slice(0, 160)}` });
+      }
+    }
+    const oursFigure: Figure = { value: ours, unit: 'msg/s' };
+    addPeerRow(ctx, {
+      what: `Deliver a backlog of ${count.toLocaleString('en-US')} (one consumer, batches of 100)`,
+      ours: oursFigure,
+      peers,
+      target: judgePeers(ctx, ours, peers),
+    });
+    ctx.log(
+      `  Deliver: outboxer ${ours.toFixed(0)}; ${peers.map((p) => `${p.name} ${p.figure?.value.toFixed(0) ?? p.note}`).join('; ')}`,
+    );
+  } finally {
+    for (const peer of all)
+      await peer.close().catch((error: unknown) => ctx.log(`  closing ${peer.name}: ${String(error)}`));
+  }
+  ctx.report.notes.push(
+    `Peers: publish rows alternate outboxer, pg-boss and pg-transactional-outbox trial by trial (${trials} trials, medians), each library publishing inside the caller's transaction on the same pool. pg-boss delivers with fetch({ batchSize: 100 }) + complete() in a loop (its fastest path); pg-transactional-outbox with its polling listener (batch 100, 10 ms interval). The deliver row's outboxer figure is the "Relay, 1 partition, batchSize: 100" row of this run. pg-transactional-outbox is pinned to ${PTXO_PACKAGE}.`,
+  );
+}
