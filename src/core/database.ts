@@ -158,7 +158,11 @@ export interface Dialect {
   ): SqlQuery;
   /** The earliest retry time of a partition, to sleep no longer than needed. */
   nextRetryAt(table: QualifiedName, outbox: string, partition: number): SqlQuery;
-  /** Statements, in one transaction, that acknowledge, retry, dead-letter and unblock, fenced on the lease. */
+  /**
+   * Statements, in one transaction, that acknowledge, retry, dead-letter and unblock, fenced on the
+   * lease. The first returns the lease row (none when the lease was lost). A single statement is
+   * run on its own, without a transaction around it.
+   */
   settle(table: QualifiedName, params: SettleParams): SqlQuery[];
   acquireLease(table: QualifiedName, params: AcquireParams): SqlQuery;
   renewLease(table: QualifiedName, lease: LeaseToken, ttl: number): SqlQuery;

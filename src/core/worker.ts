@@ -262,7 +262,11 @@ async function settle(
     ttl: deps.leaseTimeout,
     parkDead: outbox.onDead === 'park',
   });
-  const results = await adapter.executeAtomically(statements);
+  // One statement (the common case) runs on its own: no BEGIN/COMMIT round trips.
+  const results =
+    statements.length === 1
+      ? [await adapter.execute(statements[0]!)]
+      : await adapter.executeAtomically(statements);
   if (results[0]!.length === 0) {
     emit(channels.leaseLost, () => ({
       instance: deps.instance,
