@@ -6,8 +6,6 @@ import type {
   InsertRow,
   LeaseToken,
   PollParams,
-  PolledEnvelope,
-  Row,
   SettleParams,
   SqlQuery,
 } from '../../core/database.js';

@@ -5,8 +5,6 @@ import type {
   InsertRow,
   LeaseToken,
   PollParams,
-  PolledEnvelope,
-  Row,
   SettleParams,
   SqlQuery,
 } from '../../core/database.js';
