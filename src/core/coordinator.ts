@@ -1,6 +1,7 @@
 import type { LeaseToken } from './database.js';
 import { describeError } from './errors.js';
 import { hashGroupKey } from './partitioning.js';
+import { settlesWithin } from './timing.js';
 import { channels, emit } from './telemetry.js';
 import { PartitionWorker, type WorkerDeps } from './worker.js';
 
@@ -175,17 +176,5 @@ export class OutboxCoordinator {
       });
     }
     this.workers.clear();
-  }
-}
-
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([promise.then(() => true), timeout]);
-  } finally {
-    clearTimeout(timer);
   }
 }

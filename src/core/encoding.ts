@@ -96,7 +96,7 @@ function encodeJson(outbox: string, value: unknown, what: string): string {
   } catch (error) {
     throw new OutboxerError(
       'PAYLOAD_NOT_ENCODABLE',
-      `The ${what} for outbox "${outbox}" cannot be encoded as JSON (${(error as Error).message}). BigInt values and circular references are the usual cause: convert them first.`,
+      `The ${what} for outbox "${outbox}" cannot be encoded as JSON (${error instanceof Error ? error.message : String(error)}). BigInt values and circular references are the usual cause: convert them first.`,
       { cause: error },
     );
   }

@@ -103,21 +103,38 @@ export class LeaseLostError extends OutboxerError {
 /** Short, loggable text of any thrown value, for `lastError`. */
 export function describeError(error: unknown, maxLength: number): string {
   let text: string;
-  if (error instanceof Error) {
-    text = `${error.name}: ${error.message}`;
-  } else {
-    try {
+  try {
+    if (error instanceof Error) {
+      text = `${error.name}: ${error.message}`;
+    } else {
       text = typeof error === 'string' ? error : (JSON.stringify(error) ?? String(error));
-    } catch {
-      text = String(error);
     }
+  } catch {
+    // A getter that throws, a cycle, a BigInt: say what we can without failing the caller.
+    text = safeString(error);
   }
-  return truncate(redactCredentials(text).replace(/\0/g, '\uFFFD'), maxLength);
+  // NUL and unpaired surrogates become U+FFFD: neither can be stored as UTF-8 text.
+  return truncate(redactCredentials(text).replace(/\0/g, '\uFFFD').toWellFormed(), maxLength);
 }
 
-/** Replaces the password of any `scheme://user:password@host` in `text`. */
+function safeString(value: unknown): string {
+  try {
+    return Object.prototype.toString.call(value) === '[object Error]'
+      ? 'Error (its message could not be read)'
+      : String(value);
+  } catch {
+    return 'an unprintable value';
+  }
+}
+
+/**
+ * Hides passwords in connection strings: `scheme://user:password@host` (the password may contain
+ * `@`), `password=…` in libpq key=value strings and query parameters.
+ */
 export function redactCredentials(text: string): string {
-  return text.replace(/([a-z][a-z0-9+.-]*:\/\/[^:/@\s]*:)[^@\s]*@/gi, '$1***@');
+  return text
+    .replace(/([a-z][a-z0-9+.-]*:\/\/[^:/@\s]*:)\S*@/gi, '$1***@')
+    .replace(/((?:^|[\s;&?'"])(?:password|passwd|pwd)\s*=\s*)('[^']*'|"[^"]*"|[^\s;&'"]*)/gi, '$1***');
 }
 
 function truncate(text: string, maxLength: number): string {

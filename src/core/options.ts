@@ -299,7 +299,9 @@ export function resolveInstance(raw: Record<string, unknown>): InstanceSettings 
   const logger = raw.logger as Logger | undefined;
   if (
     logger !== undefined &&
-    (typeof logger !== 'object' || logger === null || typeof logger.error !== 'function')
+    (typeof logger !== 'object' ||
+      logger === null ||
+      !(['debug', 'info', 'warn', 'error'] as const).every((m) => typeof logger[m] === 'function'))
   ) {
     throw invalidOption(
       'logger',

@@ -1,9 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { checkConfigurations, checkRecordedOnDead, checkServerVersion } from './configuration.js';
+import { settlesWithin } from './timing.js';
 import { OutboxCoordinator } from './coordinator.js';
 import type { DatabaseAdapter, InsertRow, Listener, MaybePromise, Row } from './database.js';
 import { encodeMessage, type PublishOptions } from './encoding.js';
-import { OutboxerError } from './errors.js';
+import { describeError, OutboxerError } from './errors.js';
 import { sameTable, type QualifiedName } from './identifiers.js';
 import { silentLogger, type Logger } from './logger.js';
 import { isMessage, type Message } from './message.js';
@@ -406,7 +407,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
             for (const worker of coordinator.workers.values()) worker.wake();
         } else {
           this.logger.warn('outboxer: notification listener disconnected; polling until it is back', {
-            error: String(error),
+            error: describeError(error, this.settings.maxErrorLength),
           });
         }
       },
@@ -420,12 +421,22 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   async stop(): Promise<void> {
     if (this.state === 'idle' || this.state === 'stopping') return;
     this.state = 'stopping';
+    // Every step is bounded: with the database or a broker hanging, stop() still returns (the
+    // leases then lapse by themselves after leaseTimeout).
+    const { shutdownTimeout } = this.settings;
     try {
-      await Promise.all([...this.coordinators.values()].map((c) => c.stop(this.settings.shutdownTimeout)));
+      const coordinators = [...this.coordinators.values()];
       this.coordinators.clear();
-      await this.listener?.close();
+      const stopped = await settlesWithin(
+        Promise.all(coordinators.map((c) => c.stop(shutdownTimeout))),
+        shutdownTimeout + 2000,
+      );
+      if (!stopped)
+        this.logger.warn('outboxer: stop() gave up waiting for the database; leases will lapse on their own');
+      const listener = this.listener;
       this.listener = undefined;
-      await this.stopRelays();
+      if (listener !== undefined) await settlesWithin(listener.close(), 1000);
+      await settlesWithin(this.stopRelays(), shutdownTimeout);
     } finally {
       this.state = 'idle';
     }

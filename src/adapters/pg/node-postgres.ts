@@ -18,6 +18,8 @@ export interface PgTransactionClient {
 interface PgPoolClientLike {
   query(text: string, values?: unknown[]): Promise<QueryResultLike>;
   release(error?: Error | boolean): void;
+  on?(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener?(event: 'error', listener: (error: Error) => void): unknown;
 }
 
 interface PgListenClientLike {
@@ -108,6 +110,10 @@ function assertInTransaction(tx: PgTransactionClient): void {
 
 async function runInTransaction(pool: PgPoolLike, queries: readonly SqlQuery[]): Promise<Row[][]> {
   const client = await pool.connect();
+  // A connection that dies while checked out emits 'error' on the client; unheard, that event
+  // would end the process. The failed statement already reports it.
+  const ignore = (): void => undefined;
+  client.on?.('error', ignore);
   let failed: Error | undefined;
   try {
     await client.query('BEGIN');
@@ -122,6 +128,7 @@ async function runInTransaction(pool: PgPoolLike, queries: readonly SqlQuery[]):
     throw error;
   } finally {
     // A connection whose rollback may not have run goes back broken, and the pool discards it.
+    client.removeListener?.('error', ignore);
     client.release(failed !== undefined && isConnectionError(failed) ? failed : undefined);
   }
 }

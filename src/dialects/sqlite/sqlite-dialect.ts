@@ -158,7 +158,7 @@ function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
   status = CASE WHEN f.dead THEN 3 ELSE 1 END,
   next_attempt_at = CASE WHEN f.dead THEN NULL ELSE ${sql.param(now)} + f.delay END,
   failing_since = coalesce(m.failing_since, ${sql.param(now)})
-FROM (SELECT value ->> 'id' AS id, value ->> 'error' AS error, value ->> 'dead' AS dead, value ->> 'delay' AS delay FROM json_each(${sql.json(params.failed)})) AS f
+FROM (SELECT value ->> 'id' AS id, value ->> 'error' AS error, value ->> 'dead' AS dead, value ->> 'delay' AS delay FROM json_each(${sql.json(params.failed.map(({ id, error, dead, delay }) => ({ id, error, dead, delay })))})) AS f
 WHERE m.id = f.id AND m.status < 3 AND ${fence(sql, leases, lease)}`;
     statements.push(sql.query(text));
   }
