@@ -1,0 +1,91 @@
+/**
+ * The fault schedule of a chaos run, drawn from its seed: every kind of fault at least once, in a
+ * shuffled order, then more shuffled rounds until the fault window is full.
+ */
+import { random } from './random.js';
+
+export const FAULT_KINDS = [
+  'relay-sigkill-mid-batch',
+  'relay-sigkill',
+  'relay-sigterm',
+  'relay-pause',
+  'pg-restart',
+  'pg-terminate',
+  'pg-freeze',
+  'destination-down',
+  'destination-slow',
+  'publisher-kill-before-commit',
+  'publisher-kill-after-commit',
+  'publisher-sigkill',
+] as const;
+
+export type FaultKind = (typeof FAULT_KINDS)[number];
+
+/** What each fault does, for the report and docs/reliability.md. */
+export const FAULT_DESCRIPTIONS: Record<FaultKind, string> = {
+  'relay-sigkill-mid-batch':
+    'a relay SIGKILLs itself after writing part of a batch to the destination, before acknowledging it',
+  'relay-sigkill': 'SIGKILL of a relay at a random moment',
+  'relay-sigterm': 'SIGTERM of a relay: graceful stop() (rolling deploy), then a new process',
+  'relay-pause': 'SIGSTOP of a relay for longer than leaseTimeout, then SIGCONT (a zombie worker)',
+  'pg-restart': 'pg_ctl restart -m fast of the outbox database',
+  'pg-terminate': 'pg_terminate_backend of every connection to the outbox database',
+  'pg-freeze': 'SIGSTOP of every Postgres process for seconds (a hung server, no reset), then SIGCONT',
+  'destination-down': 'the destination cuts every connection and refuses new ones for seconds',
+  'destination-slow': 'the destination delays every packet by 50-300 ms for seconds',
+  'publisher-kill-before-commit': 'a publisher SIGKILLs itself after publishing, before COMMIT',
+  'publisher-kill-after-commit': 'a publisher SIGKILLs itself right after COMMIT returned',
+  'publisher-sigkill': 'SIGKILL of a publisher at a random moment (transactions in flight)',
+};
+
+export interface ScheduledFault {
+  kind: FaultKind;
+  /** Milliseconds after the start of the fault phase. */
+  at: number;
+  /** How long the fault lasts (outages, pauses, slowness), in milliseconds. */
+  duration: number;
+  /** Which child it targets: an index into the live relays or publishers at that moment. */
+  target: number;
+  /** Added latency of `destination-slow`. */
+  delayMs: number;
+}
+
+export function faultSchedule(seed: number, seconds: number): ScheduledFault[] {
+  const rnd = random(seed ^ 0x5eed);
+  const total = seconds * 1000;
+  const start = Math.min(8000, Math.max(3000, total * 0.08));
+  const end = total - Math.min(15_000, Math.max(8000, total * 0.12));
+  const faults: ScheduledFault[] = [];
+  const make = (kind: FaultKind, at: number): ScheduledFault => ({
+    kind,
+    at: Math.round(at),
+    duration:
+      kind === 'destination-down'
+        ? rnd.int(3000, 8000)
+        : kind === 'destination-slow'
+          ? rnd.int(4000, 10_000)
+          : kind === 'relay-pause'
+            ? rnd.int(4500, 7000)
+            : kind === 'pg-freeze'
+              ? rnd.int(2000, 5000)
+              : 0,
+    target: rnd.int(0, 1000),
+    delayMs: rnd.int(50, 300),
+  });
+  const round = FAULT_KINDS.length;
+  const firstGap = (end - start) / round;
+  if (firstGap < 12_000) {
+    // A short run: one of each, evenly spread.
+    rnd.shuffle(FAULT_KINDS).forEach((kind, i) => faults.push(make(kind, start + i * firstGap)));
+    return faults;
+  }
+  let at = start;
+  while (at < end) {
+    for (const kind of rnd.shuffle(FAULT_KINDS)) {
+      if (at >= end) break;
+      faults.push(make(kind, at));
+      at += rnd.int(6000, 16_000);
+    }
+  }
+  return faults;
+}

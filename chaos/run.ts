@@ -1,0 +1,672 @@
+/**
+ * `npm run chaos`: the fault-injection run. See docs/reliability.md.
+ *
+ * Starts two throwaway Postgres clusters (the application's database, which the faults restart,
+ * cut and freeze, and the destination's, reached through a fault proxy), a Kafka topic when a
+ * broker answers on 127.0.0.1:9092, three relay processes and several publisher processes; plays
+ * the fault schedule drawn from the seed; stops the publishers, waits for the outbox to drain,
+ * stops the relays, runs the checker, prints its table, and exits non-zero on any violation.
+ *
+ * Environment: CHAOS_SECONDS (120), CHAOS_SEED (random), CHAOS_RATE (messages/s, 600),
+ * CHAOS_PUBLISHERS (3), CHAOS_WRITERS (2 per publisher), CHAOS_KAFKA (auto; 0 = off),
+ * CHAOS_DRAIN_TIMEOUT (seconds, 300), CHAOS_OUT (run directory, .tmp/chaos/<time>-<seed>),
+ * CHAOS_KEEP=1 (leave the clusters and the topic behind).
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import {
+  appendFileSync,
+  copyFileSync,
+  cpSync,
+  createWriteStream,
+  mkdirSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
+import { Socket } from 'node:net';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { Kafka, logLevel } from 'kafkajs';
+import { Outboxer } from 'outboxer';
+import { nodePostgres } from 'outboxer/pg';
+import { check, violations, type FaultRecord } from './checker.js';
+import {
+  GROUPS_PER_OUTBOX,
+  INSTANCE_NAME,
+  OUTBOX_TABLE,
+  STOP_BOUND,
+  activeModes,
+  groupKey,
+  outboxOptions,
+  type ChildEnvironment,
+  type ControlMessage,
+} from './config.js';
+import { FAULT_DESCRIPTIONS, faultSchedule, type ScheduledFault } from './faults.js';
+import { FaultProxy } from './fault-proxy.js';
+import { PostgresCluster } from './postgres-cluster.js';
+import { random, sleep } from './random.js';
+import { formatReport, type RunReport } from './report.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const root = resolve(here, '..');
+const seconds = Number(process.env.CHAOS_SECONDS ?? 120);
+const seed = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 1_000_000));
+const rate = Number(process.env.CHAOS_RATE ?? 600);
+const publisherCount = Number(process.env.CHAOS_PUBLISHERS ?? 3);
+const writers = Number(process.env.CHAOS_WRITERS ?? 2);
+const drainTimeout = Number(process.env.CHAOS_DRAIN_TIMEOUT ?? 300) * 1000;
+const keep = process.env.CHAOS_KEEP === '1';
+const runDir = resolve(
+  process.env.CHAOS_OUT ??
+    join(root, '.tmp', 'chaos', `${new Date().toISOString().replace(/[:.]/g, '-')}-seed${seed}`),
+);
+mkdirSync(runDir, { recursive: true });
+
+// The children run a snapshot of the code taken now: a relay started again half an hour later must
+// run the same engine as the others, whatever happens to the working tree meanwhile.
+const codeRoot = process.env.CHAOS_SNAPSHOT === '0' ? root : join(runDir, 'code');
+if (codeRoot !== root) {
+  for (const dir of ['src', 'chaos']) cpSync(join(root, dir), join(codeRoot, dir), { recursive: true });
+  for (const file of ['tsconfig.json', 'package.json']) copyFileSync(join(root, file), join(codeRoot, file));
+  symlinkSync(join(root, 'node_modules'), join(codeRoot, 'node_modules'), 'dir');
+}
+const rnd = random(seed);
+const t0 = Date.now();
+const log = (text: string): void => {
+  const line = `[chaos +${((Date.now() - t0) / 1000).toFixed(1)}s] ${text}`;
+  console.log(line);
+  appendFileSync(join(runDir, 'harness.log'), line + '\n');
+};
+
+// ---------------------------------------------------------------------------------------------
+// Children
+
+interface Exit {
+  label: string;
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  at: number;
+}
+
+const allChildren = new Set<ChildProcess>();
+const exits: Exit[] = [];
+const stops: Array<{
+  label: string;
+  stopMs: number | null;
+  exitMs: number;
+  code: number | null;
+  loopMaxMs?: number;
+}> = [];
+
+class Slot {
+  child: ChildProcess | undefined;
+  label = '';
+  incarnation = -1;
+  desired = true;
+  restartDelay = 1000;
+  /** Said 'ready' (its signal handlers and IPC listener are in place). */
+  isReady = false;
+  ready: Promise<void> = Promise.resolve();
+  summary: string[] = [];
+  private exited: Promise<Exit> = Promise.resolve({ label: '', code: 0, signal: null, at: 0 });
+
+  constructor(
+    readonly name: string,
+    private readonly script: string,
+    private readonly args: () => string[],
+    private readonly env: ChildEnvironment,
+  ) {}
+
+  get alive(): boolean {
+    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
+  }
+
+  start(): void {
+    this.incarnation += 1;
+    this.label = `${this.name}.${this.incarnation}`;
+    const label = this.label;
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', join(codeRoot, 'chaos', 'processes', this.script), label, ...this.args()],
+      {
+        cwd: codeRoot,
+        env: { ...process.env, CHAOS_ENV: JSON.stringify(this.env) },
+        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      },
+    );
+    this.child = child;
+    this.isReady = false;
+    allChildren.add(child);
+    const out = createWriteStream(join(runDir, `${label}.log`));
+    child.stderr!.pipe(out);
+    let buffer = '';
+    this.summary = [];
+    this.ready = new Promise((resolveReady) => {
+      child.stdout!.on('data', (chunk: Buffer) => {
+        out.write(chunk);
+        buffer += chunk.toString();
+        const lines = buffer.split('\n');
+        buffer = lines.pop()!;
+        for (const line of lines) {
+          if (line === 'ready') {
+            this.isReady = true;
+            resolveReady();
+          } else if (line.startsWith('{')) this.summary.push(line);
+        }
+      });
+      child.once('exit', () => resolveReady());
+    });
+    this.exited = new Promise((resolveExit) => {
+      child.once('exit', (code, signal) => {
+        allChildren.delete(child);
+        const exit = { label, code, signal, at: Date.now() };
+        exits.push(exit);
+        resolveExit(exit);
+        if (this.desired) {
+          const delay = this.restartDelay;
+          this.restartDelay = 1000;
+          setTimeout(() => {
+            if (this.desired && !this.alive) this.start();
+          }, delay);
+        }
+      });
+    });
+  }
+
+  send(message: ControlMessage): void {
+    if (this.alive) this.child!.send(message, () => undefined);
+  }
+
+  signal(signal: NodeJS.Signals): void {
+    if (this.alive) this.child!.kill(signal);
+  }
+
+  /** Resolves with the exit, or undefined after `ms`. */
+  async waitExit(ms: number): Promise<Exit | undefined> {
+    if (!this.alive) return this.exited;
+    return Promise.race([this.exited, sleep(ms).then(() => undefined)]);
+  }
+}
+
+function killAllChildren(): void {
+  for (const child of allChildren) {
+    try {
+      child.kill('SIGCONT');
+      child.kill('SIGKILL');
+    } catch {
+      // gone
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Setup
+
+const app = new PostgresCluster({ name: 'app' });
+const sink = new PostgresCluster({ name: 'sink' });
+let kafkaAdmin: ReturnType<Kafka['admin']> | undefined;
+let topic: string | undefined;
+
+function cleanupSync(): void {
+  killAllChildren();
+  if (!keep) {
+    app.destroySync();
+    sink.destroySync();
+  }
+}
+process.on('exit', cleanupSync);
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    log(`${signal}: stopping`);
+    process.exit(130);
+  });
+}
+
+async function kafkaAvailable(): Promise<boolean> {
+  if (process.env.CHAOS_KAFKA === '0') return false;
+  return new Promise((resolveProbe) => {
+    const socket = new Socket();
+    const done = (ok: boolean): void => {
+      socket.destroy();
+      resolveProbe(ok);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.connect(9092, '127.0.0.1', () => done(true));
+  });
+}
+
+async function query<T extends pg.QueryResultRow>(
+  url: string,
+  text: string,
+  values: unknown[] = [],
+  timeout = 5000,
+): Promise<T[]> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeout });
+  client.on('error', () => undefined);
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const result = await Promise.race([
+      (async () => {
+        await client.connect();
+        return (await client.query<T>(text, values)).rows;
+      })(),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new Error(`query timed out after ${timeout} ms`)), timeout);
+      }),
+    ]);
+    return result;
+  } finally {
+    clearTimeout(timer);
+    void client.end().catch(() => undefined);
+  }
+}
+
+log(
+  `seed ${seed}, ${seconds} s, ${rate} messages/s, ${publisherCount} publishers x ${writers} writers, run dir ${runDir}`,
+);
+await Promise.all([app.create(), sink.create()]);
+await Promise.all([app.createDatabase('chaos_app'), sink.createDatabase('chaos_sink')]);
+const appUrl = app.url('chaos_app');
+const sinkUrl = sink.url('chaos_sink');
+log(`outbox database on 127.0.0.1:${app.port}, destination database on 127.0.0.1:${sink.port}`);
+
+let kafka: ChildEnvironment['kafka'] = null;
+if (await kafkaAvailable()) {
+  try {
+    const client = new Kafka({
+      clientId: 'chaos-harness',
+      brokers: ['127.0.0.1:9092'],
+      logLevel: logLevel.NOTHING,
+    });
+    kafkaAdmin = client.admin();
+    await kafkaAdmin.connect();
+    topic = `outboxer-chaos-${seed}-${Date.now().toString(36)}`;
+    await kafkaAdmin.createTopics({
+      topics: [{ topic, numPartitions: 4, replicationFactor: 1 }],
+      waitForLeaders: true,
+    });
+    kafka = { brokers: ['127.0.0.1:9092'], topic };
+    log(`Kafka topic ${topic}`);
+  } catch (error) {
+    log(`Kafka answers but the topic could not be created (${String(error)}): running without Kafka`);
+    kafka = null;
+  }
+} else log('no Kafka on 127.0.0.1:9092: running without it');
+
+const modes = activeModes(kafka !== null);
+await query(appUrl, `CREATE TABLE orders (id text PRIMARY KEY, version bigint NOT NULL DEFAULT 0)`);
+await query(
+  appUrl,
+  `CREATE TABLE published (message_id bigint PRIMARY KEY, outbox text NOT NULL, group_key text, seq bigint NOT NULL,
+     hash text NOT NULL, publisher text NOT NULL, poison boolean NOT NULL, fail_times int NOT NULL,
+     at timestamptz NOT NULL DEFAULT now())`,
+);
+await query(appUrl, `INSERT INTO orders (id) SELECT unnest($1::text[])`, [
+  modes.flatMap((m) => Array.from({ length: GROUPS_PER_OUTBOX }, (_, i) => groupKey(m.name, i))),
+]);
+await query(
+  sinkUrl,
+  `CREATE TABLE deliveries (seq bigserial PRIMARY KEY, outbox text NOT NULL, message_id bigint NOT NULL, group_key text,
+     group_seq bigint NOT NULL, node text NOT NULL, attempts int NOT NULL, hash text NOT NULL,
+     at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+);
+{
+  const pool = new pg.Pool({ connectionString: appUrl, max: 2 });
+  const admin = new Outboxer({
+    database: nodePostgres(pool),
+    name: INSTANCE_NAME,
+    relay: false,
+    outboxes: Object.fromEntries(modes.map((m) => [m.name, outboxOptions(m)])),
+  });
+  await admin.migrate();
+  await pool.end();
+}
+
+const proxy = new FaultProxy(sink.port);
+await proxy.listen();
+const childEnv = (extra: Partial<ChildEnvironment> = {}): ChildEnvironment => ({
+  appUrl,
+  sinkUrl: `postgres://postgres@127.0.0.1:${proxy.port}/chaos_sink`,
+  kafka,
+  runDir,
+  seed,
+  rate: rate / publisherCount,
+  writers,
+  ...extra,
+});
+
+const relays = ['r1', 'r2', 'r3'].map((name) => new Slot(name, 'relay.ts', () => [], childEnv()));
+let publisherSeed = seed;
+const publishers = Array.from(
+  { length: publisherCount },
+  (_, i) => new Slot(`p${i + 1}`, 'publisher.ts', () => [String((publisherSeed += 7919))], childEnv()),
+);
+for (const slot of relays) slot.start();
+await Promise.all(relays.map((s) => s.ready));
+log('relays ready');
+for (const slot of publishers) slot.start();
+await Promise.all(publishers.map((s) => s.ready));
+log('publishers ready: the fault phase starts');
+
+// ---------------------------------------------------------------------------------------------
+// Faults
+
+const faults: FaultRecord[] = [];
+const schedule = faultSchedule(seed, seconds);
+writeFileSync(join(runDir, 'schedule.json'), JSON.stringify(schedule, null, 2));
+const running = new Set<Promise<void>>();
+
+function liveSlot(slots: readonly Slot[], index: number): Slot | undefined {
+  const alive = slots.filter((s) => s.alive && s.isReady);
+  return alive.length === 0 ? undefined : alive[index % alive.length];
+}
+
+function recordFault(fault: FaultRecord): void {
+  faults.push(fault);
+  appendFileSync(join(runDir, 'faults.jsonl'), JSON.stringify(fault) + '\n');
+  log(
+    `fault ${fault.kind}${fault.target ? ` on ${fault.target}` : ''} (${fault.end - fault.start} ms)${fault.detail ? `: ${fault.detail}` : ''}`,
+  );
+}
+
+async function killAndWait(
+  slot: Slot,
+  how: 'SIGKILL' | ControlMessage,
+  ms: number,
+): Promise<string | undefined> {
+  slot.restartDelay = rnd.int(500, 3000);
+  if (how === 'SIGKILL') slot.signal('SIGKILL');
+  else slot.send(how);
+  const exit = await slot.waitExit(ms);
+  if (exit === undefined) {
+    slot.signal('SIGKILL');
+    await slot.waitExit(10_000);
+    return `it did not die by itself within ${ms} ms; SIGKILLed`;
+  }
+  return undefined;
+}
+
+async function destination(mode: 'up' | 'down' | 'slow', delayMs = 0): Promise<void> {
+  proxy.set(mode, delayMs);
+  for (const slot of relays) slot.send({ type: 'destination', mode, delayMs });
+}
+
+async function inject(fault: ScheduledFault): Promise<void> {
+  const start = Date.now();
+  let target: string | undefined;
+  let detail: string | undefined;
+  switch (fault.kind) {
+    case 'relay-sigkill-mid-batch':
+    case 'relay-sigkill': {
+      const slot = liveSlot(relays, fault.target);
+      if (slot === undefined) return;
+      target = slot.label;
+      detail = await killAndWait(
+        slot,
+        fault.kind === 'relay-sigkill' ? 'SIGKILL' : { type: 'kill', when: 'mid-batch' },
+        15_000,
+      );
+      break;
+    }
+    case 'relay-sigterm': {
+      const slot = liveSlot(relays, fault.target);
+      if (slot === undefined) return;
+      target = slot.label;
+      slot.restartDelay = rnd.int(500, 3000);
+      slot.signal('SIGTERM');
+      const exit = await slot.waitExit(STOP_BOUND + 20_000);
+      const exitMs = Date.now() - start;
+      const summary = slot.summary
+        .map((s) => JSON.parse(s) as { stopMs?: number; loopMaxMs?: number })
+        .find((s) => s.stopMs !== undefined);
+      stops.push({
+        label: target,
+        stopMs: summary?.stopMs ?? null,
+        exitMs,
+        code: exit?.code ?? null,
+        loopMaxMs: summary?.loopMaxMs,
+      });
+      detail =
+        exit === undefined
+          ? `still running after ${exitMs} ms: SIGKILLed`
+          : `stop() took ${summary?.stopMs ?? '?'} ms, exit code ${exit.code}`;
+      if (exit === undefined) {
+        slot.signal('SIGKILL');
+        await slot.waitExit(10_000);
+      }
+      break;
+    }
+    case 'relay-pause': {
+      const slot = liveSlot(relays, fault.target);
+      if (slot === undefined) return;
+      target = slot.label;
+      slot.signal('SIGSTOP');
+      await sleep(fault.duration);
+      slot.signal('SIGCONT');
+      break;
+    }
+    case 'pg-restart':
+      await app.restart();
+      break;
+    case 'pg-terminate': {
+      const rows = await query<{ n: number }>(
+        appUrl,
+        `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+         WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
+      );
+      detail = `${rows[0]?.n ?? 0} connections cut`;
+      break;
+    }
+    case 'pg-freeze':
+      app.freeze(true);
+      await sleep(fault.duration);
+      app.freeze(false);
+      break;
+    case 'destination-down':
+      await destination('down');
+      await sleep(fault.duration);
+      await destination('up');
+      break;
+    case 'destination-slow':
+      await destination('slow', fault.delayMs);
+      await sleep(fault.duration);
+      await destination('up');
+      detail = `+${fault.delayMs} ms per packet`;
+      break;
+    case 'publisher-kill-before-commit':
+    case 'publisher-kill-after-commit':
+    case 'publisher-sigkill': {
+      const slot = liveSlot(publishers, fault.target);
+      if (slot === undefined) return;
+      target = slot.label;
+      const how: 'SIGKILL' | ControlMessage =
+        fault.kind === 'publisher-sigkill'
+          ? 'SIGKILL'
+          : {
+              type: 'kill',
+              when: fault.kind === 'publisher-kill-before-commit' ? 'before-commit' : 'after-commit',
+            };
+      detail = await killAndWait(slot, how, 15_000);
+      break;
+    }
+  }
+  recordFault({ kind: fault.kind, target, start, end: Date.now(), detail });
+}
+
+async function status(): Promise<string> {
+  try {
+    const pending = await query<{ outbox: string; pending: number; dead: number }>(
+      appUrl,
+      `SELECT outbox, count(*) FILTER (WHERE status < 3)::int AS pending, count(*) FILTER (WHERE status = 3)::int AS dead FROM "${OUTBOX_TABLE}" GROUP BY outbox ORDER BY outbox`,
+    );
+    const [published] = await query<{ n: number }>(appUrl, `SELECT count(*)::int AS n FROM published`);
+    const [delivered] = await query<{ n: number }>(
+      sinkUrl,
+      `SELECT coalesce(max(seq), 0)::int AS n FROM deliveries`,
+    );
+    return `committed ${published?.n}, sink rows ${delivered?.n}, pending ${pending.map((p) => `${p.outbox}=${p.pending}`).join(' ')}, relays ${relays.filter((s) => s.alive).length}/3, publishers ${publishers.filter((s) => s.alive).length}/${publishers.length}`;
+  } catch (error) {
+    return `status unavailable (${(error as Error).message})`;
+  }
+}
+
+const phaseStart = Date.now();
+const statusTimer = setInterval(() => void status().then(log), seconds <= 120 ? 10_000 : 30_000);
+for (const fault of schedule) {
+  const wait = phaseStart + fault.at - Date.now();
+  if (wait > 0) await sleep(wait);
+  const promise: Promise<void> = inject(fault)
+    .catch((error: unknown) => log(`fault ${fault.kind} failed to inject: ${String(error)}`))
+    .finally(() => running.delete(promise));
+  running.add(promise);
+}
+const phaseEnd = phaseStart + seconds * 1000;
+if (phaseEnd > Date.now()) await sleep(phaseEnd - Date.now());
+await Promise.all([...running]);
+const lastFaultEnd = Math.max(...faults.map((f) => f.end), phaseStart);
+
+// ---------------------------------------------------------------------------------------------
+// Drain, stop, check
+
+log('fault phase over: stopping the publishers');
+for (const slot of publishers) slot.desired = false;
+await Promise.all(
+  publishers.map(async (slot) => {
+    slot.signal('SIGTERM');
+    if ((await slot.waitExit(30_000)) === undefined) slot.signal('SIGKILL');
+  }),
+);
+const publishersStopped = Date.now();
+// Relays restarted by a fault may still be on their way: wait for all three.
+const relaysBack = Date.now();
+while (relays.some((s) => !s.alive) && Date.now() - relaysBack < 30_000) await sleep(200);
+await Promise.all(relays.map((s) => s.ready));
+log(`publishers stopped; waiting for the outbox to drain (${await status()})`);
+
+let drainedAt: number | undefined;
+while (Date.now() - publishersStopped < drainTimeout) {
+  try {
+    const [row] = await query<{ pending: number }>(
+      appUrl,
+      `SELECT count(*)::int AS pending FROM "${OUTBOX_TABLE}" WHERE status < 3`,
+    );
+    if (row?.pending === 0) {
+      drainedAt = Date.now();
+      break;
+    }
+  } catch {
+    // keep waiting
+  }
+  await sleep(250);
+}
+clearInterval(statusTimer);
+log(drainedAt === undefined ? `NOT DRAINED after ${drainTimeout / 1000} s (${await status()})` : `drained`);
+
+log('stopping the relays');
+for (const slot of relays) slot.desired = false;
+await Promise.all(
+  relays.map(async (slot) => {
+    const label = slot.label;
+    const started = Date.now();
+    slot.signal('SIGTERM');
+    const exit = await slot.waitExit(STOP_BOUND + 20_000);
+    const summary = slot.summary
+      .map((s) => JSON.parse(s) as { stopMs?: number; loopMaxMs?: number })
+      .find((s) => s.stopMs !== undefined);
+    stops.push({
+      label,
+      stopMs: summary?.stopMs ?? null,
+      exitMs: Date.now() - started,
+      code: exit?.code ?? null,
+      loopMaxMs: summary?.loopMaxMs,
+    });
+    if (exit === undefined) slot.signal('SIGKILL');
+  }),
+);
+await proxy.close();
+
+log('checking');
+const result = await check({
+  appUrl,
+  sinkUrl,
+  kafka,
+  runDir,
+  modes,
+  faults,
+  table: OUTBOX_TABLE,
+});
+writeFileSync(join(runDir, 'check.json'), JSON.stringify(result, null, 2)); // kept whatever happens next
+// Figures for the report only: slow on a big run, and never worth failing it.
+const [{ n: transactions } = { n: 0 }] = await query<{ n: number }>(
+  appUrl,
+  `SELECT count(*)::int AS n FROM (SELECT DISTINCT publisher, at FROM published) AS t`,
+  [],
+  300_000,
+).catch(() => [{ n: -1 }]);
+const duringOutages = await Promise.all(
+  faults
+    .filter((f) => f.kind === 'destination-down')
+    .map(async (f) => {
+      const [row] = await query<{ n: number }>(
+        appUrl,
+        `SELECT count(*)::int AS n FROM published WHERE at BETWEEN to_timestamp($1 / 1000.0) AND to_timestamp($2 / 1000.0)`,
+        [f.start, f.end],
+        300_000,
+      ).catch(() => [{ n: -1 }]);
+      return row?.n ?? 0;
+    }),
+);
+const found = violations(result);
+// A child that exited by itself with an error crashed: 0 is a graceful stop, 3 a relay whose
+// start() failed while the database was down (it is started again), signals are the harness's.
+const crashes = exits.filter((e) => e.signal === null && e.code !== 0 && e.code !== 3);
+if (crashes.length > 0)
+  found.push(
+    `${crashes.length} processes crashed: ${crashes.map((e) => `${e.label} (exit ${e.code})`).join(', ')}`,
+  );
+if (drainedAt === undefined) found.push(`the outbox did not drain within ${drainTimeout / 1000} s`);
+const overBound = stops.filter((s) => s.code !== 0 || s.exitMs > STOP_BOUND);
+if (overBound.length > 0)
+  found.push(
+    `${overBound.length} graceful stops over ${STOP_BOUND} ms or failed: ${overBound.map((s) => `${s.label} ${s.exitMs} ms code ${s.code}`).join(', ')}`,
+  );
+
+const report: RunReport = {
+  seed,
+  seconds,
+  rate,
+  startedAt: new Date(t0).toISOString(),
+  wallSeconds: Math.round((Date.now() - t0) / 1000),
+  kafka: kafka !== null,
+  faults,
+  descriptions: FAULT_DESCRIPTIONS,
+  result,
+  drainAfterLastFaultMs: drainedAt === undefined ? null : drainedAt - lastFaultEnd,
+  drainAfterPublishersMs: drainedAt === undefined ? null : drainedAt - publishersStopped,
+  stops,
+  publisherExits: exits.filter((e) => e.label.startsWith('p')).length,
+  relayExits: exits.filter((e) => e.label.startsWith('r')).length,
+  crashes: crashes.map((e) => `${e.label} exit ${e.code}`),
+  startFailures: exits.filter((e) => e.code === 3).length,
+  commitsDuringOutages: duringOutages,
+  transactions,
+  violations: found,
+};
+writeFileSync(join(runDir, 'report.json'), JSON.stringify(report, null, 2));
+const text = formatReport(report);
+writeFileSync(join(runDir, 'report.md'), text);
+console.log('\n' + text);
+
+if (kafkaAdmin !== undefined && topic !== undefined) {
+  if (!keep) await kafkaAdmin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+  await kafkaAdmin.disconnect().catch(() => undefined);
+}
+killAllChildren();
+if (!keep)
+  await Promise.all([
+    app.stop('immediate').catch(() => undefined),
+    sink.stop('immediate').catch(() => undefined),
+  ]);
+log(found.length === 0 ? 'PASS' : `FAIL: ${found.join('; ')}`);
+process.exit(found.length === 0 ? 0 : 1);

@@ -1,0 +1,70 @@
+/**
+ * The short chaos run of the test suite: `chaos/run.ts` for 45 seconds of faults, one of every
+ * kind (relay SIGKILL mid-batch and at random, SIGTERM, SIGSTOP; Postgres restart, connections
+ * cut, server frozen; destination down and slow; publishers killed before and after COMMIT), on
+ * its own throwaway Postgres clusters, with Kafka when it answers. The assertions are about
+ * correctness only: nothing lost, nothing phantom, nothing from a rolled-back transaction, no group
+ * reordered, no process crashed. Timing only bounds the drain, generously.
+ * CHAOS_SEED picks another schedule; the long run is `npm run chaos` (docs/reliability.md).
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { expect, test } from 'vitest';
+import { FAULT_KINDS } from '../../chaos/faults.js';
+import type { RunReport } from '../../chaos/report.js';
+
+const root = resolve(import.meta.dirname, '../..');
+
+test('a short chaos run loses nothing, delivers nothing uncommitted, and reorders no group', async () => {
+  const out = mkdtempSync(join(tmpdir(), 'outboxer-chaos-test-'));
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'chaos/run.ts')], {
+    cwd: root,
+    env: {
+      ...process.env,
+      CHAOS_SECONDS: process.env.CHAOS_TEST_SECONDS ?? '45',
+      CHAOS_SEED: process.env.CHAOS_SEED ?? '20260101',
+      CHAOS_RATE: '300',
+      CHAOS_DRAIN_TIMEOUT: '150',
+      CHAOS_OUT: out,
+    },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let output = '';
+  child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+  // Past the test's own timeout the harness is told to stop, and it removes its clusters.
+  const stop = setTimeout(() => child.kill('SIGTERM'), 280_000);
+  const code = await new Promise<number | null>((done) => child.once('exit', (c) => done(c)));
+  clearTimeout(stop);
+  try {
+    let report: RunReport;
+    try {
+      report = JSON.parse(readFileSync(join(out, 'report.json'), 'utf8')) as RunReport;
+    } catch {
+      throw new Error(`the chaos run wrote no report (exit ${code}):\n${output.slice(-5000)}`);
+    }
+    console.log(readFileSync(join(out, 'report.md'), 'utf8'));
+    const { total, outboxes } = report.result;
+    expect(total.lost, 'lost').toBe(0);
+    expect(total.phantom, 'phantom').toBe(0);
+    expect(total.rolledBackDelivered, 'delivered from rolled-back transactions').toBe(0);
+    expect(total.reordered, 'order violations').toBe(0);
+    expect(total.corrupted, 'corrupted').toBe(0);
+    expect(total.pendingAtEnd, 'pending after the drain').toBe(0);
+    expect(report.crashes, 'crashed processes').toEqual([]);
+    for (const outbox of outboxes) {
+      expect(outbox.committed, `${outbox.outbox} committed`).toBeGreaterThan(100);
+      if (outbox.mode === 'strict') expect(outbox.dead, `${outbox.outbox} dead`).toBe(0);
+    }
+    // Every kind of fault was played (a fault is skipped only when no child is alive to take it).
+    const played = new Set(report.faults.map((f) => f.kind));
+    expect(FAULT_KINDS.filter((k) => !played.has(k))).toEqual([]);
+    expect(report.drainAfterLastFaultMs).not.toBeNull();
+    expect(report.violations).toEqual([]);
+    expect(code).toBe(0);
+  } finally {
+    rmSync(out, { recursive: true, force: true });
+  }
+}, 300_000);
