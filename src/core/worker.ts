@@ -401,7 +401,10 @@ export class PartitionWorker {
         if (!(await this.renewIfDue())) return;
         await this.sleep(await this.idleDelay());
       } catch (error) {
-        // Database down or a statement failed: log, back off, try again. Nothing was acknowledged.
+        // Database down or a statement failed: log, back off, try again. Nothing was acknowledged,
+        // so the next poll starts from the beginning: the cursor may already be past rows this
+        // round neither delivered nor held.
+        this.cursor.restart();
         failures += 1;
         emit(channels.error, () => ({
           instance: this.deps.instance,
