@@ -135,7 +135,8 @@ describe.each(fixtures)('operations on $name', ({ make }) => {
     for (const onDead of ['continue', 'park'] as const) {
       const { outboxer, poison, delivered, publish } = setup({
         maxAttempts: Infinity,
-        maxRetryDuration: 150,
+        // Long enough that the first drain's attempts fit in it on a loaded machine.
+        maxRetryDuration: 1000,
         onDead,
       });
       await outboxer.migrate();
@@ -146,7 +147,7 @@ describe.each(fixtures)('operations on $name', ({ make }) => {
       ]);
       const first = await outboxer.drain('ops', { maxRounds: 3 });
       expect(first.dead).toEqual([]); // many attempts, but not yet for long
-      await sleep(200);
+      await sleep(1100);
       const second = await outboxer.drain('ops', { maxRounds: 3 });
       expect(second.dead.map((d) => d.envelope.id)).toEqual([ids[0]]);
       expect(delivered.map((d) => d.id)).toEqual(onDead === 'continue' ? [ids[1]] : []);

@@ -238,6 +238,12 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
         })),
       );
       await waitUntil(() => deliveries.length >= others.length, 30_000, 'the other groups');
+      // Delivered is not yet acknowledged: wait for the batch's settle too.
+      await waitUntil(
+        async () => (await outboxer.counts('orders')).pending === 1 + behind.length,
+        30_000,
+        'the acknowledgement of the other groups',
+      );
       await waitUntil(
         async () => ((await outboxer.listPending('orders', { limit: 1 }))[0]?.attempts ?? 0) >= 3,
         30_000,
