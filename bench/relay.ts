@@ -6,7 +6,7 @@
  * the median of the per-trial ratios, which cancels most of the drift of a shared machine.
  */
 import { Outboxer, batchRelay, type Retention } from 'outboxer';
-import { nodePostgres, postgresDialect } from 'outboxer/pg';
+import { nodePostgres } from 'outboxer/pg';
 import { addRow, judge, type BenchContext } from './context.js';
 import { percent } from './report.js';
 import { cpuMeter, describeCpu, dropTables, fill, median, rows, vacuum, type CpuUse } from './support.js';
@@ -106,68 +106,6 @@ export async function relayRaw(ctx: BenchContext, config: RelayConfig, count: nu
   return { rate: count / elapsed, cpu: use };
 }
 
-/**
- * A prototype of the proposed acknowledge (not in src/): the worker's own poll and envelope
- * mapping, then the lease renewal and the DELETE as one statement in autocommit (one round trip
- * instead of BEGIN, UPDATE, DELETE, COMMIT). Same table, same fill; one partition.
- */
-export async function relayPrototype(
-  ctx: BenchContext,
-  config: RelayConfig,
-  count: number,
-): Promise<RelayRun> {
-  const { pool } = ctx;
-  await dropTables(pool, OURS);
-  const adapter = nodePostgres(pool);
-  await new Outboxer({ database: adapter, relay: false, outboxes: { bench: { table: OURS } } }).migrate();
-  await fill(pool, { table: OURS, outbox: 'bench', count, groups: GROUPS, partitions: 1 });
-  await vacuum(pool, OURS);
-  const table = { schema: undefined, name: OURS };
-  const lease = { outbox: 'bench', partition: 0, owner: 'prototype', epoch: 1 };
-  await pool.query(
-    `INSERT INTO "${OURS}_leases" VALUES ('bench', 0, 'prototype', 1, now() + interval '1 hour')`,
-  );
-  const settle = `WITH lease AS (
-  UPDATE "${OURS}_leases" SET lease_until = now() + $5 * interval '1 millisecond' WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch
-), acknowledged AS (
-  DELETE FROM "${OURS}" WHERE id = ANY($6::bigint[]) AND outbox = $1 AND EXISTS (SELECT 1 FROM lease) RETURNING 1
-) SELECT (SELECT epoch FROM lease) AS epoch, (SELECT count(*) FROM acknowledged)::int AS acknowledged`;
-  let delivered = 0;
-  let cursor = 0;
-  const cpu = cpuMeter();
-  const started = performance.now();
-  for (;;) {
-    const rows = await adapter.execute(
-      postgresDialect.poll(table, {
-        lease,
-        ordering: 'group',
-        limit: config.batchSize,
-        afterId: cursor,
-        dueBefore: null,
-        parkDead: false,
-      }),
-    );
-    if (rows.length === 0) break;
-    const batch = rows.map((row) => postgresDialect.toEnvelope(row, 'bench'));
-    delivered += batch.length; // the relay that only counts
-    cursor = Math.max(cursor, ...batch.map((m) => m.id));
-    const { rows: settled } = await pool.query(settle, [
-      'bench',
-      0,
-      'prototype',
-      1,
-      30_000,
-      batch.map((m) => m.id),
-    ]);
-    if (settled[0].acknowledged !== batch.length) throw new Error('prototype lost its lease');
-  }
-  const elapsed = (performance.now() - started) / 1000;
-  const use = cpu.stop();
-  if (delivered !== count) throw new Error(`prototype delivered ${delivered} of ${count}`);
-  await dropTables(pool, OURS);
-  return { rate: count / elapsed, cpu: use };
-}
-
 export async function relayRows(ctx: BenchContext): Promise<void> {
   const { settings } = ctx;
   const count = rows(settings, 100_000, 3_000);
@@ -201,8 +139,6 @@ export async function relayRows(ctx: BenchContext): Promise<void> {
   for (const { what, key, config, spec } of configs) {
     const ours: RelayRun[] = [];
     const raw: RelayRun[] = [];
-    const prototype: RelayRun[] = [];
-    const withPrototype = config.partitions === 1 && !config.keep;
     for (let trial = 0; trial < trials; trial += 1) {
       if (trial % 2 === 0) {
         raw.push(await relayRaw(ctx, config, count));
@@ -211,11 +147,7 @@ export async function relayRows(ctx: BenchContext): Promise<void> {
         ours.push(await relayOurs(ctx, config, count));
         raw.push(await relayRaw(ctx, config, count));
       }
-      if (withPrototype) prototype.push(await relayPrototype(ctx, config, count));
     }
-    const prototypeNote = withPrototype
-      ? ` A prototype of the proposed one-statement acknowledge (the same poll, then lease renewal and DELETE in one autocommit statement; not in src/) ran at ${Math.round(median(prototype.map((r) => r.rate))).toLocaleString('en-US')} msg/s, ${percent(median(prototype.map((r, i) => r.rate / raw[i]!.rate)))} of the limit.`
-      : '';
     const oursRate = median(ours.map((r) => r.rate));
     const rawRate = median(raw.map((r) => r.rate));
     const ratios = ours.map((r, i) => r.rate / raw[i]!.rate);
@@ -253,7 +185,7 @@ export async function relayRows(ctx: BenchContext): Promise<void> {
       ofLimit: percent(ratio),
       ...(target ? { target } : {}),
       spec,
-      note: `${count.toLocaleString('en-US')} rows drained per trial, ${trials} alternating trials, medians (per-trial ratios ${ratios.map(percent).join(', ')}); ${cpuNote}.${prototypeNote}`,
+      note: `${count.toLocaleString('en-US')} rows drained per trial, ${trials} alternating trials, medians (per-trial ratios ${ratios.map(percent).join(', ')}); ${cpuNote}.`,
     });
   }
 }

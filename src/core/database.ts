@@ -164,6 +164,19 @@ export interface Dialect {
    * run on its own, without a transaction around it.
    */
   settle(table: QualifiedName, params: SettleParams): SqlQuery[];
+  /**
+   * Optional, where a round trip costs more than the statement (a server database): an
+   * acknowledge-only settle (everything delivered, nothing failed, no group unblocked) and the next
+   * poll in one statement. The poll's `afterId` is at or above every acknowledged ready id;
+   * `acknowledgedRetries` are the acknowledged ids that were retries. Returns the poll's rows with
+   * `lease_epoch`, one row of nulls but `lease_epoch` when the poll is empty, none when the lease was lost.
+   */
+  acknowledgeAndPoll?(
+    table: QualifiedName,
+    settle: SettleParams,
+    poll: PollParams,
+    acknowledgedRetries: readonly number[],
+  ): SqlQuery;
   acquireLease(table: QualifiedName, params: AcquireParams): SqlQuery;
   renewLease(table: QualifiedName, lease: LeaseToken, ttl: number): SqlQuery;
   releaseLease(table: QualifiedName, lease: LeaseToken): SqlQuery;

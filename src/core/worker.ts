@@ -1,4 +1,12 @@
-import type { DatabaseAdapter, LeaseToken, PollParams, PolledEnvelope } from './database.js';
+import {
+  Status,
+  type DatabaseAdapter,
+  type LeaseToken,
+  type PollParams,
+  type PolledEnvelope,
+  type Row,
+  type SettleParams,
+} from './database.js';
 import { describeError, LeaseLostError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { ResolvedOutbox } from './options.js';
@@ -20,6 +28,8 @@ export interface WorkerDeps {
 export interface RoundResult {
   /** No message could be delivered now. */
   readonly idle: boolean;
+  /** The next round's poll, made with this round's acknowledgement (see {@link RoundOptions.pollAhead}). */
+  readonly next?: readonly Row[];
   /** The poll returned a full page of ready messages: poll again at once. */
   readonly full: boolean;
   readonly leaseLost: boolean;
@@ -62,24 +72,23 @@ export interface RoundOptions {
   readonly cursor: PollCursor;
   readonly dueBefore: PollParams['dueBefore'];
   readonly signal: AbortSignal;
+  /**
+   * Poll the next batch with the acknowledgement, in one statement, where the dialect can and the
+   * backlog goes on: the caller then passes {@link RoundResult.next} to the next round.
+   */
+  readonly pollAhead?: boolean;
+  /** Rows a previous round polled with its acknowledgement: used instead of polling. */
+  readonly polled?: readonly Row[];
 }
 
 /** One round: poll, hold blocked rows, deliver, settle. */
 export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise<RoundResult> {
   const { adapter, outbox } = deps;
   const { dialect } = adapter;
-  const { lease, cursor } = options;
+  const { cursor } = options;
   const limit = outbox.batchSize;
-  const rows = await adapter.execute(
-    dialect.poll(outbox.table, {
-      lease,
-      ordering: outbox.ordering,
-      limit,
-      afterId: cursor.next(),
-      dueBefore: options.dueBefore,
-      parkDead: outbox.onDead === 'park',
-    }),
-  );
+  const rows =
+    options.polled ?? (await adapter.execute(dialect.poll(outbox.table, pollParams(deps, options))));
   const polled = rows.map((row) => dialect.toEnvelope(row, outbox.name));
   const ready = polled.filter((m) => m.status === 0);
   const full = ready.length >= limit;
@@ -110,10 +119,28 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
 
   const settlement = await deliver(deps, options, batch);
   if (settlement === undefined) return { idle: false, full, leaseLost: false, settlement };
-  const leaseLost = !(await settle(deps, lease, settlement, cursor));
   // Messages left untouched behind a failure of their group stay ready, below the cursor.
   rewindBefore(cursor, settlement.skipped);
-  return { idle: false, full: full || settlement.delivered.length > 0, leaseLost, settlement };
+  const settled = await settle(deps, options, settlement, full);
+  if (settled === undefined) return { idle: false, full, leaseLost: true, settlement };
+  return {
+    idle: false,
+    full: full || settlement.delivered.length > 0,
+    leaseLost: false,
+    settlement,
+    ...(settled.next === undefined ? {} : { next: settled.next }),
+  };
+}
+
+function pollParams(deps: WorkerDeps, options: RoundOptions): PollParams {
+  return {
+    lease: options.lease,
+    ordering: deps.outbox.ordering,
+    limit: deps.outbox.batchSize,
+    afterId: options.cursor.next(),
+    dueBefore: options.dueBefore,
+    parkDead: deps.outbox.onDead === 'park',
+  };
 }
 
 function advanceCursor(
@@ -245,15 +272,20 @@ function publicEnvelope(m: PolledEnvelope): Envelope {
   return envelope;
 }
 
-/** Writes the settlement in one transaction fenced on the lease. False when the lease was lost. */
+/**
+ * Writes the settlement in one transaction fenced on the lease; undefined when the lease was lost.
+ * While a backlog drains, an acknowledge-only settle also polls the next batch (`next`): one round
+ * trip a batch instead of two.
+ */
 async function settle(
   deps: WorkerDeps,
-  lease: LeaseToken,
+  options: RoundOptions,
   settlement: Settlement,
-  cursor: PollCursor,
-): Promise<boolean> {
+  full: boolean,
+): Promise<{ next?: Row[] } | undefined> {
   const { adapter, outbox } = deps;
-  const statements = adapter.dialect.settle(outbox.table, {
+  const { lease, cursor } = options;
+  const params: SettleParams = {
     lease,
     delivered: settlement.delivered.map((m) => m.id),
     failed: settlement.failed,
@@ -261,25 +293,70 @@ async function settle(
     keep: outbox.retention !== 'delete',
     ttl: deps.leaseTimeout,
     parkDead: outbox.onDead === 'park',
-  });
+  };
+  const ahead = full && options.pollAhead === true ? pollAheadParams(deps, options, settlement) : undefined;
+  if (ahead !== undefined) {
+    const rows = await adapter.execute(
+      adapter.dialect.acknowledgeAndPoll!(outbox.table, params, ahead.poll, ahead.acknowledgedRetries),
+    );
+    if (rows.length === 0) return leaseLost(deps, lease);
+    return { next: rows.filter((row) => row.id !== null && row.id !== undefined) };
+  }
+  const statements = adapter.dialect.settle(outbox.table, params);
   // One statement (the common case) runs on its own: no BEGIN/COMMIT round trips.
   const results =
     statements.length === 1
       ? [await adapter.execute(statements[0]!)]
       : await adapter.executeAtomically(statements);
-  if (results[0]!.length === 0) {
-    emit(channels.leaseLost, () => ({
-      instance: deps.instance,
-      outbox: outbox.name,
-      partition: lease.partition,
-      epoch: lease.epoch,
-    }));
-    deps.logger.warn('outboxer: partition taken over during delivery; the batch was not acknowledged', {
-      outbox: outbox.name,
-      partition: lease.partition,
-    });
-    return false;
-  }
+  if (results[0]!.length === 0) return leaseLost(deps, lease);
+  reportSettlement(deps, lease, settlement, results, cursor);
+  return {};
+}
+
+/**
+ * The next poll, when it can ride on this acknowledgement: the dialect can, nothing failed or
+ * unblocked (those need their own statements), and the cursor is past every acknowledged ready
+ * row, which the statement's snapshot still shows (the retried ones are excluded by id).
+ */
+function pollAheadParams(
+  deps: WorkerDeps,
+  options: RoundOptions,
+  settlement: Settlement,
+): { poll: PollParams; acknowledgedRetries: number[] } | undefined {
+  if (deps.adapter.dialect.acknowledgeAndPoll === undefined) return undefined;
+  if (settlement.failed.length > 0 || settlement.unblockedGroups.length > 0) return undefined;
+  if (settlement.delivered.length === 0) return undefined;
+  const poll = pollParams(deps, options);
+  const ready = settlement.delivered.filter((m) => m.status === Status.ready).map((m) => m.id);
+  if (ready.length > 0 && Math.max(...ready) > poll.afterId) return undefined;
+  const acknowledgedRetries = settlement.delivered.filter((m) => m.status !== Status.ready).map((m) => m.id);
+  return { poll, acknowledgedRetries };
+}
+
+function leaseLost(deps: WorkerDeps, lease: LeaseToken): undefined {
+  const { outbox } = deps;
+  emit(channels.leaseLost, () => ({
+    instance: deps.instance,
+    outbox: outbox.name,
+    partition: lease.partition,
+    epoch: lease.epoch,
+  }));
+  deps.logger.warn('outboxer: partition taken over during delivery; the batch was not acknowledged', {
+    outbox: outbox.name,
+    partition: lease.partition,
+  });
+  return undefined;
+}
+
+/** Telemetry of a written settlement; moves the cursor back before rows released from `held`. */
+function reportSettlement(
+  deps: WorkerDeps,
+  lease: LeaseToken,
+  settlement: Settlement,
+  results: Row[][],
+  cursor: PollCursor,
+): void {
+  const { outbox } = deps;
   for (const groupKey of settlement.unblockedGroups) {
     emit(channels.groupUnblocked, () => ({
       instance: deps.instance,
@@ -322,7 +399,6 @@ async function settle(
         error: failure.error,
       });
   }
-  return true;
 }
 
 /**
@@ -383,6 +459,7 @@ export class PartitionWorker {
   private async loop(): Promise<void> {
     const { outbox, logger } = this.deps;
     let failures = 0;
+    let polled: readonly Row[] | undefined;
     while (!this.stopping) {
       try {
         const round = await runRound(this.deps, {
@@ -390,7 +467,10 @@ export class PartitionWorker {
           cursor: this.cursor,
           dueBefore: null,
           signal: this.stopController.signal,
+          pollAhead: true,
+          ...(polled === undefined ? {} : { polled }),
         });
+        polled = round.next;
         failures = 0;
         if (round.settlement !== undefined && !round.leaseLost) this.lastRenewed = Date.now();
         if (round.leaseLost) {
@@ -405,6 +485,7 @@ export class PartitionWorker {
         // so the next poll starts from the beginning: the cursor may already be past rows this
         // round neither delivered nor held.
         this.cursor.restart();
+        polled = undefined;
         failures += 1;
         emit(channels.error, () => ({
           instance: this.deps.instance,

@@ -102,27 +102,47 @@ function dueParam(dueBefore: PollParams['dueBefore']): string | Date | null {
   return dueBefore === 'infinity' ? 'infinity' : dueBefore;
 }
 
+/** Placeholders of the poll's inputs, so the poll can be embedded in another statement. */
+interface PollPlaceholders {
+  readonly outbox: string;
+  readonly partition: string;
+  readonly limit: string;
+  readonly afterId: string;
+  readonly due: string;
+  /** Ids to leave out of the retry branch (acknowledged in the same statement, still visible to it). */
+  readonly exclude?: string;
+}
+
 function poll(table: QualifiedName, params: PollParams): SqlQuery {
-  const { messages } = tables(table);
   const { lease } = params;
-  const values = [lease.outbox, lease.partition, params.limit, params.afterId, dueParam(params.dueBefore)];
-  const due = `COALESCE($5::timestamptz, now())`;
+  return {
+    text: pollText(tables(table).messages, params, {
+      outbox: '$1',
+      partition: '$2',
+      limit: '$3',
+      afterId: '$4',
+      due: '$5',
+    }),
+    values: [lease.outbox, lease.partition, params.limit, params.afterId, dueParam(params.dueBefore)],
+  };
+}
+
+function pollText(messages: string, params: PollParams, $: PollPlaceholders): string {
+  const due = `COALESCE(${$.due}::timestamptz, now())`;
+  const notExcluded = $.exclude === undefined ? '' : ` AND m.id <> ALL(${$.exclude}::bigint[])`;
   if (params.ordering === 'total') {
     // One order for the whole outbox: while any message waits for its retry, nothing else moves.
     // Reads the retry index (outbox, partition, next_attempt_at) WHERE status = 1, then the ready index.
-    return {
-      text: `WITH head AS (
-  SELECT id, next_attempt_at FROM ${messages} WHERE outbox = $1 AND partition = $2 AND ${blocking(params.parkDead)} ORDER BY id LIMIT 1
+    return `WITH head AS (
+  SELECT id, next_attempt_at FROM ${messages} m WHERE outbox = ${$.outbox} AND partition = ${$.partition} AND ${blocking(params.parkDead)}${notExcluded} ORDER BY id LIMIT 1
 )
 SELECT ${COLUMNS}, false AS blocked FROM ${messages}
 WHERE id = (SELECT id FROM head WHERE next_attempt_at <= ${due})
 UNION ALL
 (SELECT ${COLUMNS}, false AS blocked FROM ${messages}
- WHERE NOT EXISTS (SELECT 1 FROM head) AND outbox = $1 AND partition = $2 AND status = 0 AND (outbox, partition, id) > ($1, $2, $4)
- ORDER BY id LIMIT $3)
-ORDER BY id`,
-      values,
-    };
+ WHERE NOT EXISTS (SELECT 1 FROM head) AND outbox = ${$.outbox} AND partition = ${$.partition} AND status = 0 AND (outbox, partition, id) > (${$.outbox}, ${$.partition}, ${$.afterId})
+ ORDER BY id LIMIT ${$.limit})
+ORDER BY id`;
   }
   // Ready messages of a group whose head waits for a retry are flagged `blocked`; the engine moves
   // them to `held` so later polls never step over them. The EXISTS probes the tiny index
@@ -131,18 +151,15 @@ ORDER BY id`,
     params.ordering === 'group'
       ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blocking(params.parkDead, 'h.status')}))`
       : 'false';
-  return {
-    text: `SELECT ${COLUMNS}, blocked FROM (
+  return `SELECT ${COLUMNS}, blocked FROM (
   (SELECT m.*, false AS blocked FROM ${messages} m
-   WHERE m.outbox = $1 AND m.partition = $2 AND m.status = 1 AND m.next_attempt_at <= ${due}
-   ORDER BY m.next_attempt_at LIMIT $3)
+   WHERE m.outbox = ${$.outbox} AND m.partition = ${$.partition} AND m.status = 1 AND m.next_attempt_at <= ${due}${notExcluded}
+   ORDER BY m.next_attempt_at LIMIT ${$.limit})
   UNION ALL
   (SELECT m.*, ${blocked} AS blocked FROM ${messages} m
-   WHERE m.outbox = $1 AND m.partition = $2 AND m.status = 0 AND (m.outbox, m.partition, m.id) > ($1, $2, $4)
-   ORDER BY m.id LIMIT $3)
-) AS batch ORDER BY id`,
-    values,
-  };
+   WHERE m.outbox = ${$.outbox} AND m.partition = ${$.partition} AND m.status = 0 AND (m.outbox, m.partition, m.id) > (${$.outbox}, ${$.partition}, ${$.afterId})
+   ORDER BY m.id LIMIT ${$.limit})
+) AS batch ORDER BY id`;
 }
 
 function hold(
@@ -175,21 +192,31 @@ function nextRetryAt(table: QualifiedName, outbox: string, partition: number): S
   };
 }
 
+/**
+ * The common settle (everything delivered, nothing failed, no group unblocked) as CTEs: renew the
+ * lease (its row lock makes a takeover wait) and acknowledge, fenced on that renewal. $1..$6.
+ */
+function acknowledgeCtes(messages: string, leases: string, keep: boolean): string {
+  const acknowledge = keep
+    ? `UPDATE ${messages} SET status = 4, delivered_at = now(), next_attempt_at = NULL WHERE id = ANY($6::bigint[]) AND outbox = $1 AND status < 3 AND EXISTS (SELECT 1 FROM lease)`
+    : `DELETE FROM ${messages} WHERE id = ANY($6::bigint[]) AND outbox = $1 AND EXISTS (SELECT 1 FROM lease)`;
+  return `WITH lease AS (
+  UPDATE ${leases} SET lease_until = now() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch
+), acknowledged AS (${acknowledge} RETURNING 1)`;
+}
+
+function isAcknowledgeOnly(params: SettleParams): boolean {
+  return params.failed.length === 0 && params.unblockedGroups.length === 0 && params.delivered.length > 0;
+}
+
 function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
   const { messages, leases } = tables(table);
   const lease = leaseValues(params.lease);
-  if (params.failed.length === 0 && params.unblockedGroups.length === 0 && params.delivered.length > 0) {
-    // The common case in one autocommit statement: renew the lease (its row lock makes a takeover
-    // wait) and acknowledge, fenced on that renewal. Returns the lease row, or none when lost.
-    const acknowledge = params.keep
-      ? `UPDATE ${messages} SET status = 4, delivered_at = now(), next_attempt_at = NULL WHERE id = ANY($6::bigint[]) AND outbox = $1 AND status < 3 AND EXISTS (SELECT 1 FROM lease)`
-      : `DELETE FROM ${messages} WHERE id = ANY($6::bigint[]) AND outbox = $1 AND EXISTS (SELECT 1 FROM lease)`;
+  if (isAcknowledgeOnly(params)) {
+    // One autocommit statement. Returns the lease row, or none when lost.
     return [
       {
-        text: `WITH lease AS (
-  UPDATE ${leases} SET lease_until = now() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch
-), acknowledged AS (${acknowledge} RETURNING 1)
-SELECT epoch FROM lease`,
+        text: `${acknowledgeCtes(messages, leases, params.keep)}\nSELECT epoch FROM lease`,
         values: [...lease, params.ttl, params.delivered],
       },
     ];
@@ -232,6 +259,42 @@ WHERE m.id = f.id AND m.outbox = $1 AND m.status < 3 AND ${fence(leases)}`,
     statements.push(unhold(messages, params.lease.outbox, params.unblockedGroups, params.parkDead));
   }
   return statements;
+}
+
+function acknowledgeAndPoll(
+  table: QualifiedName,
+  settleParams: SettleParams,
+  pollParams: PollParams,
+  acknowledgedRetries: readonly number[],
+): SqlQuery {
+  if (!isAcknowledgeOnly(settleParams))
+    throw new Error('acknowledgeAndPoll takes an acknowledge-only settle');
+  const { messages, leases } = tables(table);
+  // The poll runs on the statement's snapshot, which still shows the rows acknowledged here: the
+  // ready ones are at or below afterId (the engine's precondition), the retried ones are excluded.
+  const polled = pollText(messages, pollParams, {
+    outbox: '$1',
+    partition: '$2',
+    limit: '$7',
+    afterId: '$8',
+    due: '$9',
+    exclude: '$10',
+  });
+  // One row per polled message, a row of nulls when the poll is empty, no row when the lease is lost.
+  return {
+    text: `${acknowledgeCtes(messages, leases, settleParams.keep)}
+SELECT lease.epoch AS lease_epoch, polled.* FROM lease LEFT JOIN (${polled}) AS polled ON true
+ORDER BY polled.id`,
+    values: [
+      ...leaseValues(settleParams.lease),
+      settleParams.ttl,
+      settleParams.delivered,
+      pollParams.limit,
+      pollParams.afterId,
+      dueParam(pollParams.dueBefore),
+      acknowledgedRetries,
+    ],
+  };
 }
 
 function unhold(
@@ -421,6 +484,7 @@ export const postgresDialect: Dialect = Object.freeze({
   hold,
   nextRetryAt,
   settle,
+  acknowledgeAndPoll,
   acquireLease,
   renewLease,
   releaseLease,
