@@ -347,7 +347,7 @@ function checkOutbox(
   };
 
   const previous = new Map<number, Delivery>();
-  const lastOfGroup = new Map<string, { id: number; seq: number }>();
+  const lastOfGroup = new Map<string, { id: number; seq: number; delivery: Delivery }>();
   const phantoms = new Set<number>();
   for (const d of deliveries) {
     const truth = committed.get(d.id);
@@ -383,11 +383,14 @@ function checkOutbox(
     const last = lastOfGroup.get(d.group);
     if (last !== undefined && (d.id < last.id || d.groupSeq <= last.seq)) {
       report.reordered += 1;
+      // Who delivered each, at which attempt and when: what a diagnosis starts from.
+      const by = (x: Delivery) => `by ${x.node} (attempt ${x.attempts}) at ${new Date(x.at).toISOString()}`;
       example(
-        `group ${d.group}: ${d.id} (seq ${d.groupSeq}) first delivered after ${last.id} (seq ${last.seq})`,
+        `group ${d.group}: ${d.id} (seq ${d.groupSeq}) ${by(d)} first delivered after ${last.id} (seq ${last.seq}) ${by(last.delivery)}`,
       );
     }
-    if (last === undefined || d.id > last.id) lastOfGroup.set(d.group, { id: d.id, seq: d.groupSeq });
+    if (last === undefined || d.id > last.id)
+      lastOfGroup.set(d.group, { id: d.id, seq: d.groupSeq, delivery: d });
   }
   report.phantom = phantoms.size;
   for (const id of committed.keys()) if (rolledBack.has(id)) report.rolledBack += 1;
