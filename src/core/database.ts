@@ -91,10 +91,25 @@ export interface PollParams {
   readonly limit: number;
   /** Only ready messages with a larger id (see docs/ordering.md, "the cursor"). */
   readonly afterId: number;
+  /**
+   * Where a database has concurrent writers (Postgres): transactions that were writing when the
+   * cursor moved past ids, each with the cursor to go back to once it has ended, since it may have
+   * committed messages below the cursor. The poll starts from the lowest such cursor of the ended
+   * ones, decided on its own snapshot, and returns `after_id` (where it started) and `in_flight`
+   * (the writing transactions of its snapshot) on every row, with a row of nulls when it found nothing.
+   */
+  readonly watch?: PollWatch;
   /** Treat retries due before this time as due; `null` = now; `Infinity` = all (manual testing). */
   readonly dueBefore: Date | null | 'infinity';
   /** `onDead: 'park'`: a dead message blocks its group like a retrying one. */
   readonly parkDead: boolean;
+}
+
+export interface PollWatch {
+  /** Transaction ids (xid8 as text). */
+  readonly xids: readonly string[];
+  /** The cursor to go back to when the transaction of the same index has ended. */
+  readonly rewindTo: readonly number[];
 }
 
 export interface FailedMessage {

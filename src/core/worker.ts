@@ -3,6 +3,7 @@ import {
   type DatabaseAdapter,
   type LeaseToken,
   type PollParams,
+  type PollWatch,
   type PolledEnvelope,
   type Row,
   type SettleParams,
@@ -40,11 +41,19 @@ export interface RoundResult {
  * Poll position of a partition. Polls start after the last ready id handed out, so they never
  * step over the index entries that deleted rows leave behind until vacuum. They restart from the
  * beginning when the backlog is drained, after held rows were released, and at least once per
- * poll interval, which is how a transaction that committed late (a lower id) is picked up.
+ * poll interval.
+ *
+ * A transaction in flight when the cursor moved past ids may commit messages below it later (ids
+ * are drawn at insert, not at commit), and a later message of the same group could then be polled
+ * first. So where the database reports them (Postgres), the cursor watches the transactions each
+ * poll saw in flight when it moved on, and the first poll whose snapshot sees one of them ended
+ * starts again from where the cursor was before that move (see docs/ordering.md, "the cursor").
  */
 export class PollCursor {
   private afterId = 0;
   private restartedAt = Date.now();
+  /** Transaction id → the cursor before the first move made while it was in flight. */
+  private readonly watched = new Map<string, number>();
 
   constructor(private readonly restartEvery: number) {}
 
@@ -53,8 +62,29 @@ export class PollCursor {
     return this.afterId;
   }
 
-  advance(to: number): void {
-    this.afterId = Math.max(this.afterId, to);
+  /** Where the cursor stands, without the periodic restart. */
+  current(): number {
+    return this.afterId;
+  }
+
+  watch(): PollWatch {
+    return { xids: [...this.watched.keys()], rewindTo: [...this.watched.values()] };
+  }
+
+  /**
+   * What a poll reported: where it really started (lower than asked when a watched transaction had
+   * ended) and the transactions in flight at its snapshot.
+   */
+  polled(startedAt: number): void {
+    if (startedAt >= this.afterId) return;
+    this.afterId = startedAt;
+    for (const [xid, rewindTo] of this.watched) if (rewindTo >= startedAt) this.watched.delete(xid);
+  }
+
+  advance(to: number, inFlight: readonly string[] = [], from = this.afterId): void {
+    if (to <= this.afterId) return;
+    for (const xid of inFlight) this.watched.set(xid, Math.min(this.watched.get(xid) ?? from, from));
+    this.afterId = to;
   }
 
   rewind(to: number): void {
@@ -64,6 +94,7 @@ export class PollCursor {
   restart(): void {
     this.afterId = 0;
     this.restartedAt = Date.now();
+    this.watched.clear();
   }
 }
 
@@ -89,13 +120,17 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   const limit = outbox.batchSize;
   const rows =
     options.polled ?? (await adapter.execute(dialect.poll(outbox.table, pollParams(deps, options))));
-  const polled = rows.map((row) => dialect.toEnvelope(row, outbox.name));
+  const start = pollStart(rows);
+  if (start !== undefined) cursor.polled(start.afterId);
+  const polled = rows
+    .filter((row) => row.id !== null && row.id !== undefined)
+    .map((row) => dialect.toEnvelope(row, outbox.name));
   const ready = polled.filter((m) => m.status === 0);
   const full = ready.length >= limit;
 
   const blocked = polled.filter((m) => m.blocked);
   const batch = polled.filter((m) => !m.blocked).slice(0, limit);
-  advanceCursor(cursor, polled, batch, full);
+  advanceCursor(cursor, polled, batch, full, start?.inFlight);
   if (blocked.length > 0) {
     const groups = [...new Set(blocked.map((m) => m.groupKey!))];
     const held = await adapter.execute(
@@ -138,9 +173,17 @@ function pollParams(deps: WorkerDeps, options: RoundOptions): PollParams {
     ordering: deps.outbox.ordering,
     limit: deps.outbox.batchSize,
     afterId: options.cursor.next(),
+    watch: options.cursor.watch(),
     dueBefore: options.dueBefore,
     parkDead: deps.outbox.onDead === 'park',
   };
+}
+
+/** Where a poll started and what it saw in flight, on dialects that report it (see PollParams.watch). */
+function pollStart(rows: readonly Row[]): { afterId: number; inFlight: string[] } | undefined {
+  const first = rows[0];
+  if (first === undefined || first.after_id === undefined || first.after_id === null) return undefined;
+  return { afterId: Number(first.after_id), inFlight: (first.in_flight as string[] | null) ?? [] };
 }
 
 function advanceCursor(
@@ -148,6 +191,7 @@ function advanceCursor(
   polled: PolledEnvelope[],
   batch: PolledEnvelope[],
   full: boolean,
+  inFlight: readonly string[] = [],
 ): void {
   if (!full) {
     cursor.restart();
@@ -157,7 +201,7 @@ function advanceCursor(
   const inBatch = new Set(batch.map((m) => m.id));
   const leftOut = polled.filter((m) => m.status === 0 && !m.blocked && !inBatch.has(m.id));
   const lastReady = Math.max(...polled.filter((m) => m.status === 0).map((m) => m.id));
-  cursor.advance(leftOut.length > 0 ? Math.min(...leftOut.map((m) => m.id)) - 1 : lastReady);
+  cursor.advance(leftOut.length > 0 ? Math.min(...leftOut.map((m) => m.id)) - 1 : lastReady, inFlight);
 }
 
 function rewindBefore(cursor: PollCursor, messages: readonly PolledEnvelope[]): void {
@@ -300,7 +344,7 @@ async function settle(
       adapter.dialect.acknowledgeAndPoll!(outbox.table, params, ahead.poll, ahead.acknowledgedRetries),
     );
     if (rows.length === 0) return leaseLost(deps, lease);
-    return { next: rows.filter((row) => row.id !== null && row.id !== undefined) };
+    return { next: rows }; // the next round reads where the poll started from its first row
   }
   const statements = adapter.dialect.settle(outbox.table, params);
   // One statement (the common case) runs on its own: no BEGIN/COMMIT round trips.

@@ -56,6 +56,25 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
           parkDead,
         }),
       ]),
+      ...(dialect.acknowledgeAndPoll === undefined
+        ? []
+        : [true, false].map((keep): [string, SqlQuery] => [
+            `acknowledgeAndPoll keep=${keep} parkDead=${parkDead}`,
+            dialect.acknowledgeAndPoll!(
+              table,
+              { lease, delivered: [1, 2], failed: [], unblockedGroups: [], keep, ttl: 30_000, parkDead },
+              {
+                lease,
+                ordering: 'group',
+                limit: 100,
+                afterId: 10,
+                watch: { xids: ['731'], rewindTo: [4] },
+                dueBefore: null,
+                parkDead,
+              },
+              [2],
+            ),
+          ])),
       [`retryDead all parkDead=${parkDead}`, dialect.retryDead(table, 'orders', undefined, parkDead)],
       [`retryDead ids parkDead=${parkDead}`, dialect.retryDead(table, 'orders', [1, 2], parkDead)],
       [`releaseOrphanedHolds parkDead=${parkDead}`, dialect.releaseOrphanedHolds(table, 'orders', parkDead)],
@@ -101,6 +120,7 @@ export const coveredMethods = [
   'hold',
   'nextRetryAt',
   'settle',
+  'acknowledgeAndPoll',
   'acquireLease',
   'renewLease',
   'releaseLease',

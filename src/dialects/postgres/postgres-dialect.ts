@@ -86,6 +86,9 @@ function insert(table: QualifiedName, rows: readonly InsertRow[], options: Inser
         : `(SELECT count(pg_notify(${param(channel)}, p)) FROM unnest(${param(payloads)}::text[]) AS p) AS notified`,
     );
   }
+  // The transaction gets its id before the rows get theirs, so a poll that sees a larger id
+  // committed sees this transaction in flight (or ended): see startCtes.
+  sources.push(`(SELECT 1 WHERE pg_current_xact_id() IS NOT NULL) AS xact`);
   // The locks and notifications sit in FROM, so they run before the row gets its id.
   const from = sources.length === 0 ? '' : ` FROM ${sources.join(', ')}`;
   const order = single ? '' : ' ORDER BY r.ord';
@@ -111,25 +114,64 @@ interface PollPlaceholders {
   readonly due: string;
   /** Ids to leave out of the retry branch (acknowledged in the same statement, still visible to it). */
   readonly exclude?: string;
+  /** Ready ids to leave out, all at or below `above` (acknowledged in the same statement). */
+  readonly excludeReady?: { readonly ids: string; readonly above: string };
+}
+
+/**
+ * Where the poll starts, decided on its own snapshot (see `PollParams.watch`): the cursor, or the
+ * lowest `rewindTo` of a watched transaction that has ended since, which may have committed
+ * messages below the cursor. Also the writing transactions the snapshot sees in flight (the
+ * statement's own excluded), which the engine watches if it moves the cursor on.
+ */
+function startCtes(afterId: string, xids: string, rewindTo: string): string {
+  return `snap AS MATERIALIZED (SELECT pg_current_snapshot() AS s),
+start AS MATERIALIZED (
+  SELECT LEAST(${afterId}::bigint, COALESCE((
+      SELECT min(w.r) FROM unnest(${xids}::xid8[], ${rewindTo}::bigint[]) AS w(x, r), snap
+      WHERE pg_visible_in_snapshot(w.x, snap.s)), ${afterId}::bigint)) AS after_id,
+    (SELECT coalesce(array_agg(x::text), '{}') FROM snap, pg_snapshot_xip(snap.s) AS x
+     WHERE x IS DISTINCT FROM pg_current_xact_id_if_assigned()) AS in_flight
+)`;
+}
+
+function watchValues(params: PollParams): [string[], number[]] {
+  return [[...(params.watch?.xids ?? [])], [...(params.watch?.rewindTo ?? [])]];
 }
 
 function poll(table: QualifiedName, params: PollParams): SqlQuery {
   const { lease } = params;
+  const polled = pollText(tables(table).messages, params, {
+    outbox: '$1',
+    partition: '$2',
+    limit: '$3',
+    afterId: '(SELECT after_id FROM start)',
+    due: '$5',
+  });
+  // One row per message, or one row of nulls but the start columns when nothing was found.
   return {
-    text: pollText(tables(table).messages, params, {
-      outbox: '$1',
-      partition: '$2',
-      limit: '$3',
-      afterId: '$4',
-      due: '$5',
-    }),
-    values: [lease.outbox, lease.partition, params.limit, params.afterId, dueParam(params.dueBefore)],
+    text: `WITH ${startCtes('$4', '$6', '$7')}
+SELECT start.after_id, start.in_flight, polled.* FROM start LEFT JOIN (${polled}) AS polled ON true
+ORDER BY polled.id`,
+    values: [
+      lease.outbox,
+      lease.partition,
+      params.limit,
+      params.afterId,
+      dueParam(params.dueBefore),
+      ...watchValues(params),
+    ],
   };
 }
 
 function pollText(messages: string, params: PollParams, $: PollPlaceholders): string {
   const due = `COALESCE(${$.due}::timestamptz, now())`;
   const notExcluded = $.exclude === undefined ? '' : ` AND m.id <> ALL(${$.exclude}::bigint[])`;
+  // Only rows at or below `above` can be acknowledged ones: the others skip the array check.
+  const readyNotExcluded =
+    $.excludeReady === undefined
+      ? ''
+      : ` AND (m.id > ${$.excludeReady.above} OR m.id <> ALL(${$.excludeReady.ids}::bigint[]))`;
   if (params.ordering === 'total') {
     // One order for the whole outbox: while any message waits for its retry, nothing else moves.
     // Reads the retry index (outbox, partition, next_attempt_at) WHERE status = 1, then the ready index.
@@ -140,7 +182,7 @@ SELECT ${COLUMNS}, false AS blocked FROM ${messages}
 WHERE id = (SELECT id FROM head WHERE next_attempt_at <= ${due})
 UNION ALL
 (SELECT ${COLUMNS}, false AS blocked FROM ${messages}
- WHERE NOT EXISTS (SELECT 1 FROM head) AND outbox = ${$.outbox} AND partition = ${$.partition} AND status = 0 AND (outbox, partition, id) > (${$.outbox}, ${$.partition}, ${$.afterId})
+ WHERE NOT EXISTS (SELECT 1 FROM head) AND outbox = ${$.outbox} AND partition = ${$.partition} AND status = 0 AND (outbox, partition, id) > (${$.outbox}, ${$.partition}, ${$.afterId})${readyNotExcluded.replaceAll('m.id', 'id')}
  ORDER BY id LIMIT ${$.limit})
 ORDER BY id`;
   }
@@ -157,7 +199,7 @@ ORDER BY id`;
    ORDER BY m.next_attempt_at LIMIT ${$.limit})
   UNION ALL
   (SELECT m.*, ${blocked} AS blocked FROM ${messages} m
-   WHERE m.outbox = ${$.outbox} AND m.partition = ${$.partition} AND m.status = 0 AND (m.outbox, m.partition, m.id) > (${$.outbox}, ${$.partition}, ${$.afterId})
+   WHERE m.outbox = ${$.outbox} AND m.partition = ${$.partition} AND m.status = 0 AND (m.outbox, m.partition, m.id) > (${$.outbox}, ${$.partition}, ${$.afterId})${readyNotExcluded}
    ORDER BY m.id LIMIT ${$.limit})
 ) AS batch ORDER BY id`;
 }
@@ -271,19 +313,23 @@ function acknowledgeAndPoll(
     throw new Error('acknowledgeAndPoll takes an acknowledge-only settle');
   const { messages, leases } = tables(table);
   // The poll runs on the statement's snapshot, which still shows the rows acknowledged here: the
-  // ready ones are at or below afterId (the engine's precondition), the retried ones are excluded.
+  // ready ones are at or below afterId (the engine's precondition) unless a watched transaction
+  // sends the poll back, when they are excluded by id; the retried ones are excluded by id.
   const polled = pollText(messages, pollParams, {
     outbox: '$1',
     partition: '$2',
     limit: '$7',
-    afterId: '$8',
+    afterId: '(SELECT after_id FROM start)',
     due: '$9',
     exclude: '$10',
+    excludeReady: { ids: '$6', above: '$13' },
   });
-  // One row per polled message, a row of nulls when the poll is empty, no row when the lease is lost.
+  // One row per polled message, a row of nulls but the lease and start columns when the poll is
+  // empty, no row when the lease is lost.
   return {
-    text: `${acknowledgeCtes(messages, leases, settleParams.keep)}
-SELECT lease.epoch AS lease_epoch, polled.* FROM lease LEFT JOIN (${polled}) AS polled ON true
+    text: `${acknowledgeCtes(messages, leases, settleParams.keep)}, ${startCtes('$8', '$11', '$12')}
+SELECT lease.epoch AS lease_epoch, start.after_id, start.in_flight, polled.*
+FROM lease CROSS JOIN start LEFT JOIN (${polled}) AS polled ON true
 ORDER BY polled.id`,
     values: [
       ...leaseValues(settleParams.lease),
@@ -293,6 +339,8 @@ ORDER BY polled.id`,
       pollParams.afterId,
       dueParam(pollParams.dueBefore),
       acknowledgedRetries,
+      ...watchValues(pollParams),
+      Math.max(0, ...settleParams.delivered),
     ],
   };
 }
@@ -494,8 +542,8 @@ export const postgresDialect: Dialect = Object.freeze({
   readConfiguration,
   writeConfiguration,
   serverVersion: () => ({ text: `SELECT current_setting('server_version_num')::int AS version`, values: [] }),
-  // hashtextextended (advisory locks) needs 11; 12 is the oldest release still in use anywhere.
-  minimumVersion: { number: 120000, name: 'PostgreSQL 12' },
+  // pg_current_snapshot() and xid8 (where a poll starts) need 13.
+  minimumVersion: { number: 130000, name: 'PostgreSQL 13' },
   list,
   retryDead,
   discard,
