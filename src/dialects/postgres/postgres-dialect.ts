@@ -243,7 +243,7 @@ function acknowledgeCtes(messages: string, leases: string, keep: boolean): strin
     ? `UPDATE ${messages} SET status = 4, delivered_at = now(), next_attempt_at = NULL WHERE id = ANY($6::bigint[]) AND outbox = $1 AND status < 3 AND EXISTS (SELECT 1 FROM lease)`
     : `DELETE FROM ${messages} WHERE id = ANY($6::bigint[]) AND outbox = $1 AND EXISTS (SELECT 1 FROM lease)`;
   return `WITH lease AS (
-  UPDATE ${leases} SET lease_until = now() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch
+  UPDATE ${leases} SET lease_until = clock_timestamp() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch
 ), acknowledged AS (${acknowledge} RETURNING 1)`;
 }
 
@@ -266,7 +266,7 @@ function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
   const statements: SqlQuery[] = [
     // Row lock on the lease: a takeover waits until this transaction ends, or this finds nothing.
     {
-      text: `UPDATE ${leases} SET lease_until = now() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch`,
+      text: `UPDATE ${leases} SET lease_until = clock_timestamp() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch`,
       values: [...lease, params.ttl],
     },
   ];
@@ -361,13 +361,19 @@ RETURNING m.id`,
   };
 }
 
+/**
+ * Leases run from the moment they are written (`clock_timestamp()`), not from the statement's
+ * start (`now()`): a statement that waited seconds for the lease row's lock (its holder paused
+ * mid-settle) would otherwise grant a lease that has already expired, and a second node would take
+ * the partition while the first starts delivering it.
+ */
 function acquireLease(table: QualifiedName, p: AcquireParams): SqlQuery {
   const { leases } = tables(table);
   return {
     text: `INSERT INTO ${leases} AS l (outbox, partition, owner, epoch, lease_until)
-VALUES ($1, $2, $3, 1, now() + $4 ${MS})
+VALUES ($1, $2, $3, 1, clock_timestamp() + $4 ${MS})
 ON CONFLICT (outbox, partition) DO UPDATE
-  SET owner = EXCLUDED.owner, epoch = l.epoch + 1, lease_until = EXCLUDED.lease_until
+  SET owner = EXCLUDED.owner, epoch = l.epoch + 1, lease_until = clock_timestamp() + $4 ${MS}
   WHERE l.lease_until < now() OR l.owner = EXCLUDED.owner
 RETURNING epoch`,
     values: [p.outbox, p.partition, p.owner, p.ttl],
@@ -377,7 +383,7 @@ RETURNING epoch`,
 function renewLease(table: QualifiedName, lease: LeaseToken, ttl: number): SqlQuery {
   const { leases } = tables(table);
   return {
-    text: `UPDATE ${leases} SET lease_until = now() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch`,
+    text: `UPDATE ${leases} SET lease_until = clock_timestamp() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch`,
     values: [...leaseValues(lease), ttl],
   };
 }
