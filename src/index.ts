@@ -6,6 +6,7 @@ export {
   Outboxer,
   type OutboxerOptions,
   type Counts,
+  type CountsOptions,
   type BlockedGroup,
   type PublishInput,
 } from './core/outboxer.js';

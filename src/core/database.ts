@@ -204,8 +204,9 @@ export interface Dialect {
   /**
    * One row: `pending`, `delivered`, `dead`, `orphaned` (pending rows in partitions at or above
    * `partitions`, which no worker reads) and `relay_seen_at` (the last heartbeat of a relaying node).
+   * With `upTo`, each status is counted only up to `upTo` rows (a sum of them may exceed it).
    */
-  counts(table: QualifiedName, outbox: string, partitions: number): SqlQuery;
+  counts(table: QualifiedName, outbox: string, partitions: number, upTo?: number): SqlQuery;
   /** The recorded configuration of an outbox: `partitions`, `ordering`, `serialize_writes`, `on_dead`, or no row. */
   readConfiguration(table: QualifiedName, outbox: string): SqlQuery;
   writeConfiguration(table: QualifiedName, outbox: string, configuration: RecordedConfiguration): SqlQuery;

@@ -84,6 +84,20 @@ export interface Counts {
   relaySeenAt: Date | null;
   /** When the oldest pending message was published, or `null` when nothing is pending. */
   oldestPendingAt: Date | null;
+  /**
+   * False when `counts(outbox, { upTo })` stopped counting: a figure equal to `upTo` then means
+   * "at least `upTo`". Always true without `upTo`.
+   */
+  exact: boolean;
+}
+
+export interface CountsOptions {
+  /**
+   * Count each figure only up to this many rows (a positive integer): the cost stays flat however
+   * deep the backlog, for dashboards and alerts that only need to know "more than N". Without
+   * it, counts are exact and read every pending index entry.
+   */
+  upTo?: number;
 }
 
 type Published<Sync extends boolean> = MaybePromise<number, Sync>;
@@ -454,18 +468,32 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
    * from a metrics job, not per request. Logs a warning when messages are pending but no relaying
    * node was seen for five lease periods (a silent backlog), or when rows are orphaned.
    */
-  async counts(outbox: string): Promise<Counts> {
+  async counts(outbox: string, options: CountsOptions = {}): Promise<Counts> {
     const o = this.outbox(outbox);
-    const [row] = await this.adapter.execute(this.adapter.dialect.counts(o.table, o.name, o.partitions));
+    const { upTo } = options;
+    if (upTo !== undefined && (!Number.isSafeInteger(upTo) || upTo < 1)) {
+      throw invalidOption('upTo', 'a positive integer', upTo);
+    }
+    const [row] = await this.adapter.execute(
+      this.adapter.dialect.counts(o.table, o.name, o.partitions, upTo),
+    );
     const seen = row?.relay_seen_at;
     const oldest = row?.oldest_pending_at;
-    const counts: Counts = {
+    const figures = {
       pending: Number(row?.pending ?? 0),
       delivered: Number(row?.delivered ?? 0),
       dead: Number(row?.dead ?? 0),
       orphaned: Number(row?.orphaned ?? 0),
+    };
+    const cap = upTo ?? Infinity;
+    const counts: Counts = {
+      pending: Math.min(figures.pending, cap),
+      delivered: Math.min(figures.delivered, cap),
+      dead: Math.min(figures.dead, cap),
+      orphaned: Math.min(figures.orphaned, cap),
       relaySeenAt: toDate(seen),
       oldestPendingAt: toDate(oldest),
+      exact: Object.values(figures).every((n) => n < cap),
     };
     this.warnAbout(o, counts);
     return counts;

@@ -38,6 +38,37 @@ describe.each(fixtures)('operations on $name', ({ make }) => {
     return { outboxer, poison, delivered, publish };
   }
 
+  test('counts with upTo: exact below the cap, the cap and exact: false at or above it', async () => {
+    const { outboxer, poison, publish } = setup({ maxAttempts: 1 });
+    await outboxer.migrate();
+    poison.add('d1');
+    await publish([
+      ['d1', null],
+      ['p1', 'a'],
+      ['p2', 'a'],
+      ['p3', 'b'],
+      ['p4', null],
+    ]);
+    await outboxer.drain('ops', { maxRounds: 1 }); // d1 goes dead, the rest is delivered
+    await publish([
+      ['q1', 'a'],
+      ['q2', 'b'],
+      ['q3', null],
+    ]);
+    expect(await outboxer.counts('ops')).toMatchObject({ pending: 3, dead: 1, exact: true });
+    expect(await outboxer.counts('ops', { upTo: 10 })).toMatchObject({ pending: 3, dead: 1, exact: true });
+    expect(await outboxer.counts('ops', { upTo: 2 })).toMatchObject({ pending: 2, dead: 1, exact: false });
+    const capped = await outboxer.counts('ops', { upTo: 1 });
+    expect(capped).toMatchObject({ pending: 1, dead: 1, delivered: 0, orphaned: 0, exact: false });
+    expect(capped.oldestPendingAt).toBeInstanceOf(Date);
+    for (const upTo of [0, -1, 1.5, Number.NaN, '10']) {
+      await expect(outboxer.counts('ops', { upTo: upTo as number })).rejects.toMatchObject({
+        code: 'INVALID_OPTIONS',
+      });
+    }
+    await outboxer.close();
+  });
+
   test('blockedGroups: the head holding each group back, since when, why, and how many wait behind it', async () => {
     const { outboxer, poison, publish } = setup({});
     await outboxer.migrate();

@@ -422,18 +422,21 @@ function removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQu
   return { text: `DELETE FROM ${nodes} WHERE outbox = $1 AND node_id = $2`, values: [outbox, nodeId] };
 }
 
-function counts(table: QualifiedName, outbox: string, partitions: number): SqlQuery {
+function counts(table: QualifiedName, outbox: string, partitions: number, upTo?: number): SqlQuery {
   const { messages, nodes } = tables(table);
   // One count per status, each from its own partial index (index-only once vacuumed), instead of
-  // reading every row of the table; exact.
-  const count = (where: string) => `(SELECT count(*) FROM ${messages} WHERE outbox = $1 AND ${where})`;
+  // reading every row of the table; exact, or stopping after `upTo` ($3) entries of each index.
+  const count = (where: string) =>
+    upTo === undefined
+      ? `(SELECT count(*) FROM ${messages} WHERE outbox = $1 AND ${where})`
+      : `(SELECT count(*) FROM (SELECT 1 FROM ${messages} WHERE outbox = $1 AND ${where} LIMIT $3) AS c)`;
   return {
     text: `SELECT ${count('status = 0')} + ${count('status = 1')} + ${count('status = 2')} AS pending,
   ${count('status = 4')} AS delivered, ${count('status = 3')} AS dead,
   ${count('status = 0 AND partition >= $2')} + ${count('status = 1 AND partition >= $2')} + ${count('status = 2 AND partition >= $2')} AS orphaned,
   (SELECT min(inserted_at) FROM ${messages} WHERE id = (SELECT min(id) FROM ${messages} WHERE outbox = $1 AND status IN (0, 1, 2))) AS oldest_pending_at,
   (SELECT max(last_seen) FROM ${nodes} WHERE outbox = $1) AS relay_seen_at`,
-    values: [outbox, partitions],
+    values: upTo === undefined ? [outbox, partitions] : [outbox, partitions, upTo],
   };
 }
 

@@ -244,8 +244,20 @@ function removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQu
   };
 }
 
-function counts(table: QualifiedName, outbox: string, partitions: number): SqlQuery {
+function counts(table: QualifiedName, outbox: string, partitions: number, upTo?: number): SqlQuery {
   const { messages, nodes } = tables(table);
+  if (upTo !== undefined) {
+    // Each status counted from its own index, stopping after `upTo` rows.
+    const count = (where: string) =>
+      `(SELECT count(*) FROM (SELECT 1 FROM ${messages} WHERE outbox = ? AND ${where} LIMIT ?))`;
+    return {
+      text: `SELECT ${count('status < 3')} AS pending, ${count('status = 4')} AS delivered, ${count('status = 3')} AS dead,
+  ${count('status < 3 AND partition >= ?')} AS orphaned,
+  (SELECT inserted_at FROM ${messages} WHERE outbox = ? AND status < 3 ORDER BY id LIMIT 1) AS oldest_pending_at,
+  (SELECT max(last_seen) FROM ${nodes} WHERE outbox = ?) AS relay_seen_at`,
+      values: [...[outbox, upTo, outbox, upTo, outbox, upTo, outbox, partitions, upTo], outbox, outbox],
+    };
+  }
   return {
     text: `SELECT count(*) FILTER (WHERE status < 3) AS pending, count(*) FILTER (WHERE status = 4) AS delivered,
   count(*) FILTER (WHERE status = 3) AS dead, min(inserted_at) FILTER (WHERE status < 3) AS oldest_pending_at, count(*) FILTER (WHERE status < 3 AND partition >= ?) AS orphaned,
