@@ -164,6 +164,20 @@ ORDER BY polled.id`,
   };
 }
 
+/**
+ * The ready rows of a partition after the cursor, as two row comparisons that only `_ready
+ * (outbox, partition, id)` can serve, with the scan starting at the cursor: the index holds
+ * entries of delivered rows below it until vacuum. Not `outbox = $1 AND partition = $2 AND …`:
+ * next to those equalities Postgres (before 18) treats a row comparison as redundant and scans
+ * the partition from its first entry (measured: 3.8 ms against 0.05 ms with 100,000 entries
+ * below the cursor), and with `id > $4` instead the planner may walk the primary key and filter.
+ * The caller orders by `outbox, partition, id`, an order only `_ready` provides.
+ */
+function afterCursor(alias: string, $: PollPlaceholders): string {
+  const [outbox, partition, id] = ['outbox', 'partition', 'id'].map((c) => `${alias}${c}`);
+  return `(${outbox}, ${partition}, ${id}) > (${$.outbox}, ${$.partition}, ${$.afterId}) AND (${outbox}, ${partition}) <= (${$.outbox}, ${$.partition})`;
+}
+
 function pollText(messages: string, params: PollParams, $: PollPlaceholders): string {
   const due = `COALESCE(${$.due}::timestamptz, now())`;
   const notExcluded = $.exclude === undefined ? '' : ` AND m.id <> ALL(${$.exclude}::bigint[])`;
@@ -182,8 +196,8 @@ SELECT ${COLUMNS}, false AS blocked FROM ${messages}
 WHERE id = (SELECT id FROM head WHERE next_attempt_at <= ${due})
 UNION ALL
 (SELECT ${COLUMNS}, false AS blocked FROM ${messages}
- WHERE NOT EXISTS (SELECT 1 FROM head) AND outbox = ${$.outbox} AND partition = ${$.partition} AND status = 0 AND (outbox, partition, id) > (${$.outbox}, ${$.partition}, ${$.afterId})${readyNotExcluded.replaceAll('m.id', 'id')}
- ORDER BY id LIMIT ${$.limit})
+ WHERE NOT EXISTS (SELECT 1 FROM head) AND status = 0 AND ${afterCursor('', $)}${readyNotExcluded.replaceAll('m.id', 'id')}
+ ORDER BY outbox, partition, id LIMIT ${$.limit})
 ORDER BY id`;
   }
   // Ready messages of a group whose head waits for a retry are flagged `blocked`; the engine moves
@@ -199,8 +213,8 @@ ORDER BY id`;
    ORDER BY m.next_attempt_at LIMIT ${$.limit})
   UNION ALL
   (SELECT m.*, ${blocked} AS blocked FROM ${messages} m
-   WHERE m.outbox = ${$.outbox} AND m.partition = ${$.partition} AND m.status = 0 AND (m.outbox, m.partition, m.id) > (${$.outbox}, ${$.partition}, ${$.afterId})${readyNotExcluded}
-   ORDER BY m.id LIMIT ${$.limit})
+   WHERE m.status = 0 AND ${afterCursor('m.', $)}${readyNotExcluded}
+   ORDER BY m.outbox, m.partition, m.id LIMIT ${$.limit})
 ) AS batch ORDER BY id`;
 }
 
