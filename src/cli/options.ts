@@ -32,6 +32,8 @@ export interface CliOptions {
   readonly dead: boolean;
   /** `prune --older-than`, in seconds. */
   readonly olderThan: number | undefined;
+  /** `counts --up-to`: count each figure only up to this many. */
+  readonly upTo: number | undefined;
   readonly dialect: 'postgres' | 'sqlite' | undefined;
   /** Message ids given as arguments (`retry-dead 12 13`, `discard 12,13`). */
   readonly ids: number[];
@@ -63,6 +65,7 @@ Options:
                            finds park from messages held behind a dead one
   --limit <n>              rows shown by pending, dead and blocked (default 100)
   --older-than <duration>  prune: 30s, 15m, 12h, 7d or seconds; 0 prunes every delivered message
+  --up-to <n>              counts: stop counting each figure at n (flat cost on a deep backlog)
   --dead                   discard: every dead message
   --json                   machine-readable output on stdout
   -y, --yes                do not ask for confirmation (needed without a terminal)
@@ -106,6 +109,8 @@ export function parseCommandLine(argv: readonly string[]): CliOptions {
       'discard needs message ids (outboxer discard 4711 4712), or --dead for every dead message.',
     );
   }
+  if (values['up-to'] !== undefined && command !== 'counts')
+    throw new UsageError('--up-to belongs to counts.');
   if (values['older-than'] !== undefined && command !== 'prune') {
     throw new UsageError('--older-than belongs to prune.');
   }
@@ -128,6 +133,8 @@ export function parseCommandLine(argv: readonly string[]): CliOptions {
     limit: values.limit === undefined ? 100 : positiveInteger('--limit', values.limit, 100_000),
     dead: values.dead ?? false,
     olderThan: values['older-than'] === undefined ? undefined : parseDuration(values['older-than']),
+    upTo:
+      values['up-to'] === undefined ? undefined : positiveInteger('--up-to', values['up-to'], 1_000_000_000),
     dialect: dialect(values.dialect),
     ids,
   };
@@ -147,6 +154,7 @@ function parse(argv: readonly string[]) {
       'on-dead': { type: 'string' },
       limit: { type: 'string' },
       'older-than': { type: 'string' },
+      'up-to': { type: 'string' },
       dialect: { type: 'string' },
       dead: { type: 'boolean' },
       json: { type: 'boolean' },

@@ -14,7 +14,9 @@ export async function countsCommand(session: CliSession, io: CliIo): Promise<voi
   if (targets.length === 0) await session.target(); // throws: nothing recorded, no --outbox
   const results: Array<{ target: OutboxTarget; counts: Counts }> = [];
   for (const target of targets) {
-    results.push({ target, counts: await session.outboxer(target).counts(target.name) });
+    const { upTo } = session.options;
+    const counts = await session.outboxer(target).counts(target.name, upTo === undefined ? {} : { upTo });
+    results.push({ target, counts });
   }
   const now = Date.now();
   if (session.options.json) {
@@ -34,10 +36,10 @@ export async function countsCommand(session: CliSession, io: CliIo): Promise<voi
         ['OUTBOX', 'PENDING', 'DELIVERED', 'DEAD', 'ORPHANED', 'OLDEST PENDING', 'RELAY SEEN'],
         results.map(({ target, counts }) => [
           target.name,
-          count(counts.pending),
-          count(counts.delivered),
-          count(counts.dead),
-          target.partitions === undefined ? '-' : count(counts.orphaned),
+          atLeast(counts.pending, session.options.upTo),
+          atLeast(counts.delivered, session.options.upTo),
+          atLeast(counts.dead, session.options.upTo),
+          target.partitions === undefined ? '-' : atLeast(counts.orphaned, session.options.upTo),
           relative(counts.oldestPendingAt, now),
           counts.relaySeenAt === null ? 'never' : relative(counts.relaySeenAt, now),
         ]),
@@ -46,6 +48,11 @@ export async function countsCommand(session: CliSession, io: CliIo): Promise<voi
     );
   }
   for (const { target, counts } of results) warnAbout(io, target, counts, now);
+}
+
+/** `10,000+` for a figure that stopped at `--up-to`. */
+function atLeast(figure: number, upTo: number | undefined): string {
+  return upTo !== undefined && figure >= upTo ? `${count(figure)}+` : count(figure);
 }
 
 function warnAbout(io: CliIo, target: OutboxTarget, counts: Counts, now: number): void {

@@ -193,6 +193,19 @@ describe.each(fixtures)('outboxer CLI on $name', ({ make }) => {
     expect(Object.keys(one)).toEqual(['orders']);
   });
 
+  test('counts --up-to: each figure counted up to n, shown as "n+" when it stopped there', async () => {
+    const [json, table] = await Promise.all([
+      run(['counts', '--outbox', 'audit', '--up-to', '1', '--json']),
+      run(['counts', '--outbox', 'audit', '--up-to', '1']),
+    ]);
+    expect(parse<Record<string, Record<string, unknown>>>(json).audit).toMatchObject({
+      pending: 1,
+      dead: 0,
+      exact: false,
+    });
+    expect(table.stdout.trimEnd().split('\n')[1]).toMatch(/^audit\s+1\+\s+0\s+0\s+/);
+  });
+
   test('pending: oldest first, with attempts and the last error', async () => {
     const [json, table, ambiguous] = await Promise.all([
       run(['pending', '--outbox', 'audit', '--json']),
