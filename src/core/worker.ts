@@ -122,9 +122,7 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
     options.polled ?? (await adapter.execute(dialect.poll(outbox.table, pollParams(deps, options))));
   const start = pollStart(rows);
   if (start !== undefined) cursor.polled(start.afterId);
-  const polled = rows
-    .filter((row) => row.id !== null && row.id !== undefined)
-    .map((row) => dialect.toEnvelope(row, outbox.name));
+  const polled = await decode(deps, rows);
   const ready = polled.filter((m) => m.status === 0);
   const full = ready.length >= limit;
 
@@ -165,6 +163,21 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
     settlement,
     ...(settled.next === undefined ? {} : { next: settled.next }),
   };
+}
+
+/** Rows decoded per turn of the event loop: a batch of large payloads is not parsed in one go. */
+const DECODE_SLICE = 200;
+
+async function decode(deps: WorkerDeps, rows: readonly Row[]): Promise<PolledEnvelope[]> {
+  const { dialect } = deps.adapter;
+  const envelopes: PolledEnvelope[] = [];
+  for (let start = 0; start < rows.length; start += DECODE_SLICE) {
+    if (start > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    for (const row of rows.slice(start, start + DECODE_SLICE)) {
+      if (row.id !== null && row.id !== undefined) envelopes.push(dialect.toEnvelope(row, deps.outbox.name));
+    }
+  }
+  return envelopes;
 }
 
 function pollParams(deps: WorkerDeps, options: RoundOptions): PollParams {
@@ -515,6 +528,9 @@ export class PartitionWorker {
           ...(polled === undefined ? {} : { polled }),
         });
         polled = round.next;
+        // The next batch arrived with this one's acknowledgement: yield before decoding and
+        // delivering it, so that the two do not run as one long stretch of the event loop.
+        if (polled !== undefined) await new Promise<void>((resolve) => setImmediate(resolve));
         failures = 0;
         if (round.settlement !== undefined && !round.leaseLost) this.lastRenewed = Date.now();
         if (round.leaseLost) {
