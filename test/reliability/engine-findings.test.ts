@@ -5,14 +5,11 @@
  */
 import { describe, expect, test } from 'vitest';
 import Database from 'better-sqlite3';
-import pg from 'pg';
 import { Outboxer, functionRelay, isOutboxerError } from 'outboxer';
 import { betterSqlite3 } from 'outboxer/better-sqlite3';
-import { nodePostgres } from 'outboxer/pg';
-import { FaultProxy } from '../../chaos/fault-proxy.js';
 import { DATABASE_URL, postgresFixture, sqliteFixture } from '../support/databases.js';
 import { sleep, waitUntil } from '../support/random.js';
-import { runProcess } from './support.js';
+import { relayingBehindProxy, runProcess } from './support.js';
 
 describe('engine findings', () => {
   // 1. The pg adapter's executeAtomically() (settle, heartbeat, prune) checks a client out of the
@@ -157,30 +154,7 @@ describe('engine findings', () => {
   // stop() by shutdownTimeout (the leases lapse on their own) and destroy the listener's socket.
   test('stop() returns within shutdownTimeout plus a margin while the database hangs', async () => {
     const fixture = await postgresFixture();
-    const proxy = new FaultProxy(Number(new URL(DATABASE_URL).port || 5432));
-    await proxy.listen();
-    const url = new URL(DATABASE_URL);
-    url.host = `127.0.0.1:${proxy.port}`;
-    const pool = new pg.Pool({
-      connectionString: url.toString(),
-      options: `-c search_path=${fixture.schema}`,
-      max: 6,
-    });
-    pool.on('error', () => undefined);
-    pool.on('connect', (client) => client.on('error', () => undefined)); // finding 1
-    const outboxer = new Outboxer({
-      database: nodePostgres(pool),
-      leaseTimeout: 1000,
-      shutdownTimeout: 1000,
-      outboxes: {
-        orders: {
-          notify: true,
-          partitions: 2,
-          pollInterval: 20,
-          relay: functionRelay(async () => undefined),
-        },
-      },
-    });
+    const { proxy, pool, outboxer } = await relayingBehindProxy(fixture.schema);
     let outcome = 'hung';
     try {
       await outboxer.migrate();

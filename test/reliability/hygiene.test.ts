@@ -9,10 +9,9 @@ import pg from 'pg';
 import { describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay, type Relay } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
-import { FaultProxy } from '../../chaos/fault-proxy.js';
 import { DATABASE_URL, postgresFixture, sqliteFixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
-import { runProcess } from './support.js';
+import { relayingBehindProxy, runProcess } from './support.js';
 
 const CYCLES = Number(process.env.HYGIENE_CYCLES ?? 1000);
 
@@ -199,30 +198,7 @@ describe('stop() returns within a bound', () => {
 
   test('when the database refuses connections: at once', async () => {
     const fixture = await postgresFixture();
-    const proxy = new FaultProxy(Number(new URL(DATABASE_URL).port || 5432));
-    await proxy.listen();
-    const url = new URL(DATABASE_URL);
-    url.host = `127.0.0.1:${proxy.port}`;
-    const pool = new pg.Pool({
-      connectionString: url.toString(),
-      options: `-c search_path=${fixture.schema}`,
-      max: 6,
-    });
-    pool.on('error', () => undefined);
-    pool.on('connect', (client) => client.on('error', () => undefined)); // finding 1
-    const outboxer = new Outboxer({
-      database: nodePostgres(pool),
-      leaseTimeout: 1000,
-      shutdownTimeout: 1000,
-      outboxes: {
-        orders: {
-          notify: true,
-          partitions: 2,
-          pollInterval: 20,
-          relay: functionRelay(async () => undefined),
-        },
-      },
-    });
+    const { proxy, pool, outboxer } = await relayingBehindProxy(fixture.schema);
     try {
       await outboxer.migrate();
       await outboxer.start();

@@ -1,8 +1,12 @@
 /** Helpers of the reliability tests. */
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
+import pg from 'pg';
 import type { DatabaseAdapter, ErrorCode, SqlQuery } from 'outboxer';
-import { isOutboxerError } from 'outboxer';
+import { Outboxer, functionRelay, isOutboxerError } from 'outboxer';
+import { nodePostgres } from 'outboxer/pg';
+import { FaultProxy } from '../../chaos/fault-proxy.js';
+import { DATABASE_URL } from '../support/databases.js';
 
 export const root = resolve(import.meta.dirname, '../..');
 
@@ -63,4 +67,28 @@ export function runProcess(
       done({ code, signal, output });
     });
   });
+}
+
+/**
+ * An instance relaying `orders` (two partitions, `notify`, a relay that accepts everything, short
+ * lease and shutdown timeouts) whose pool reaches the fixture's schema through a FaultProxy: for
+ * the tests that make the database hang or refuse connections.
+ */
+export async function relayingBehindProxy(schema: string) {
+  const proxy = new FaultProxy(Number(new URL(DATABASE_URL).port || 5432));
+  await proxy.listen();
+  const url = new URL(DATABASE_URL);
+  url.host = `127.0.0.1:${proxy.port}`;
+  const pool = new pg.Pool({ connectionString: url.toString(), options: `-c search_path=${schema}`, max: 6 });
+  pool.on('error', () => undefined);
+  pool.on('connect', (client) => client.on('error', () => undefined)); // finding 1
+  const outboxer = new Outboxer({
+    database: nodePostgres(pool),
+    leaseTimeout: 1000,
+    shutdownTimeout: 1000,
+    outboxes: {
+      orders: { notify: true, partitions: 2, pollInterval: 20, relay: functionRelay(async () => undefined) },
+    },
+  });
+  return { proxy, pool, outboxer };
 }
