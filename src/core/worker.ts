@@ -150,8 +150,11 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   if (batch.length === 0) return { idle: true, full, leaseLost: false, settlement: undefined };
   if (options.signal.aborted) return { idle: false, full, leaseLost: false, settlement: undefined };
 
+  // A large batch: let the loop breathe between decoding it, the relay's work and the settle.
+  if (batch.length > DECODE_SLICE) await yieldToLoop();
   const settlement = await deliver(deps, options, batch);
   if (settlement === undefined) return { idle: false, full, leaseLost: false, settlement };
+  if (batch.length > DECODE_SLICE) await yieldToLoop();
   // Messages left untouched behind a failure of their group stay ready, below the cursor.
   rewindBefore(cursor, settlement.skipped);
   const settled = await settle(deps, options, settlement, full);
@@ -168,11 +171,13 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
 /** Rows decoded per turn of the event loop: a batch of large payloads is not parsed in one go. */
 const DECODE_SLICE = 200;
 
+const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
+
 async function decode(deps: WorkerDeps, rows: readonly Row[]): Promise<PolledEnvelope[]> {
   const { dialect } = deps.adapter;
   const envelopes: PolledEnvelope[] = [];
   for (let start = 0; start < rows.length; start += DECODE_SLICE) {
-    if (start > 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    if (start > 0) await yieldToLoop();
     for (const row of rows.slice(start, start + DECODE_SLICE)) {
       if (row.id !== null && row.id !== undefined) envelopes.push(dialect.toEnvelope(row, deps.outbox.name));
     }
@@ -530,7 +535,7 @@ export class PartitionWorker {
         polled = round.next;
         // The next batch arrived with this one's acknowledgement: yield before decoding and
         // delivering it, so that the two do not run as one long stretch of the event loop.
-        if (polled !== undefined) await new Promise<void>((resolve) => setImmediate(resolve));
+        if (polled !== undefined) await yieldToLoop();
         failures = 0;
         if (round.settlement !== undefined && !round.leaseLost) this.lastRenewed = Date.now();
         if (round.leaseLost) {
