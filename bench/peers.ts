@@ -129,14 +129,7 @@ async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
           jobs.map((j) => j.id),
         );
       }
-      const elapsed = (performance.now() - started) / 1000;
-      return {
-        figure: { value: delivered / elapsed, unit: 'msg/s' },
-        note:
-          delivered < count
-            ? `stopped after ${capMs / 1000} s: ${delivered.toLocaleString('en-US')} of ${count.toLocaleString('en-US')}`
-            : undefined,
-      };
+      return deliverFigure(delivered, count, started, capMs);
     },
     close: async () => {
       await boss.stop({ graceful: false, wait: true });
@@ -271,21 +264,27 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
         { batchSizeStrategy: () => Promise.resolve(100) },
       );
       while (delivered < count && performance.now() - started < capMs) await sleep(20);
-      const elapsed = (performance.now() - started) / 1000;
+      const figure = deliverFigure(delivered, count, started, capMs);
       await shutdown();
-      return {
-        figure: { value: delivered / elapsed, unit: 'msg/s' },
-        note:
-          delivered < count
-            ? `stopped after ${capMs / 1000} s: ${delivered.toLocaleString('en-US')} of ${count.toLocaleString('en-US')}`
-            : undefined,
-      };
+      return figure;
     },
     close: async () => void (await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`)),
   };
 }
 
 // ---------------------------------------------------------------------------------------------
+
+/** A peer's delivery rate since `started`, and a note when it stopped at the cap before the end. */
+function deliverFigure(delivered: number, count: number, started: number, capMs: number) {
+  const elapsed = (performance.now() - started) / 1000;
+  return {
+    figure: { value: delivered / elapsed, unit: 'msg/s' as const },
+    note:
+      delivered < count
+        ? `stopped after ${capMs / 1000} s: ${delivered.toLocaleString('en-US')} of ${count.toLocaleString('en-US')}`
+        : undefined,
+  };
+}
 
 async function safely(ctx: BenchContext, name: string, make: () => Promise<Peer>): Promise<Peer> {
   try {

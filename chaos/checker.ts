@@ -319,28 +319,8 @@ function checkOutbox(
 ): OutboxReport {
   const committed = new Map(published.map((p) => [Number(p.message_id), p]));
   const report: OutboxReport = {
-    outbox: mode.name,
-    mode: mode.strict ? 'strict' : 'dead-letter',
-    notify: mode.notify,
-    destination: mode.destination,
+    ...emptyReport(mode.name, mode.strict ? 'strict' : 'dead-letter', mode.notify, mode.destination),
     committed: committed.size,
-    rolledBack: 0,
-    delivered: 0,
-    lost: 0,
-    phantom: 0,
-    rolledBackDelivered: 0,
-    reordered: 0,
-    corrupted: 0,
-    duplicates: 0,
-    duplicateCauses: {},
-    duplicateExamples: {},
-    dead: 0,
-    deadPoison: 0,
-    deadOther: 0,
-    pendingAtEnd: 0,
-    lastErrorTooLong: 0,
-    secretLeaked: 0,
-    examples: [],
   };
   const example = (text: string): void => {
     if (report.examples.length < 10) report.examples.push(text);
@@ -473,12 +453,18 @@ function duplicateCause(
   );
 }
 
-function sum(reports: readonly OutboxReport[]): OutboxReport {
-  const total: OutboxReport = {
-    outbox: 'total',
-    mode: 'strict',
-    notify: false,
-    destination: 'table',
+/** A report with every count at zero. */
+function emptyReport(
+  outbox: string,
+  mode: OutboxReport['mode'],
+  notify: boolean,
+  destination: OutboxReport['destination'],
+): OutboxReport {
+  return {
+    outbox,
+    mode,
+    notify,
+    destination,
     committed: 0,
     rolledBack: 0,
     delivered: 0,
@@ -498,6 +484,10 @@ function sum(reports: readonly OutboxReport[]): OutboxReport {
     secretLeaked: 0,
     examples: [],
   };
+}
+
+function sum(reports: readonly OutboxReport[]): OutboxReport {
+  const total = emptyReport('total', 'strict', false, 'table');
   for (const r of reports) {
     for (const key of Object.keys(total) as Array<keyof OutboxReport>) {
       if (typeof total[key] === 'number') (total[key] as number) += r[key] as number;
