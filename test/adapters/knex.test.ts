@@ -3,6 +3,7 @@ import createKnex from 'knex';
 import pg from 'pg';
 import { knex, type KnexTransaction } from 'outboxer/knex';
 import { nodePostgres } from 'outboxer/pg';
+import { expect } from 'vitest';
 import { adapterBehaviour } from './behaviour.js';
 
 adapterBehaviour<KnexTransaction>({
@@ -28,6 +29,44 @@ adapterBehaviour<KnexTransaction>({
       async close() {
         await db.destroy();
         await listenPool.end();
+      },
+    };
+  },
+});
+
+// Publishing through Knex, the relay side (migrate, leases, polls, settlements, the admin API and
+// LISTEN) on a plain pg pool: `relayDatabase: nodePostgres(pool)`.
+adapterBehaviour<KnexTransaction>({
+  name: 'Knex with relayDatabase on a pg pool',
+  dialect: 'postgres',
+  sync: false,
+  async open(target) {
+    if (target.kind !== 'postgres') throw new Error('postgres only');
+    const db = createKnex({ client: 'pg', connection: target.urlWithSchema, pool: { min: 0, max: 4 } });
+    const pool = new pg.Pool({ connectionString: target.urlWithSchema, max: 4 });
+    // What goes through Knex, and how often the relay side took a connection of the pool.
+    const viaKnex: string[] = [];
+    db.on('query', (query: { sql: string }) => viaKnex.push(query.sql));
+    let poolCheckouts = 0;
+    pool.on('acquire', () => (poolCheckouts += 1));
+    const committed = await db.transaction();
+    await committed.commit();
+    return {
+      database: knex(db, { relayDatabase: nodePostgres(pool) }),
+      transaction: (fn) => db.transaction(async (trx) => fn(trx)),
+      async rollback(fn) {
+        const trx = await db.transaction();
+        await fn(trx);
+        await trx.rollback();
+      },
+      notTransactions: () => ({ 'the Knex instance': db, 'a committed transaction': committed }),
+      async close() {
+        // Knex carried the publishing statements only: nothing of the relay side touched it.
+        expect(viaKnex.some((sql) => /^INSERT INTO/i.test(sql.trim()))).toBe(true);
+        expect(viaKnex.filter((sql) => /_leases|_nodes|_config|CREATE /i.test(sql))).toEqual([]);
+        expect(poolCheckouts).toBeGreaterThan(0);
+        await db.destroy();
+        await pool.end();
       },
     };
   },

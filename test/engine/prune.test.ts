@@ -1,0 +1,171 @@
+/**
+ * The pruner, on both databases: `prune()` deletes delivered rows older than `retention.keep` in
+ * batches of 10,000 until a batch comes back short, and never touches dead, pending or younger
+ * delivered rows; a running instance prunes on its own every `pruneInterval`.
+ */
+import diagnostics from 'node:diagnostics_channel';
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Outboxer, PermanentError, functionRelay, type Envelope, type PublishInput } from 'outboxer';
+import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import { waitUntil } from '../support/random.js';
+
+/** outboxer's prune batch (not an option: `pruneAll` in src/core/outboxer.ts). */
+const PRUNE_BATCH = 10_000;
+
+describe.each(fixtures)('pruning on $name', ({ name, make }) => {
+  let fixture: Fixture;
+  beforeAll(async () => {
+    fixture = await make();
+  });
+  afterAll(() => fixture.close());
+
+  /** Publishes in transactions of at most 5,000 messages. */
+  async function publish(
+    outboxer: Parameters<typeof publishInTransaction>[1],
+    inputs: PublishInput[],
+  ): Promise<number[]> {
+    const ids: number[] = [];
+    for (let start = 0; start < inputs.length; start += 5_000)
+      ids.push(...(await publishInTransaction(fixture, outboxer, inputs.slice(start, start + 5_000))));
+    return ids;
+  }
+
+  /** Moves the delivery time of rows `ids[0]..ids[last]` two hours back, past `retention.keep`. */
+  async function ageDelivered(table: string, from: number, to: number): Promise<void> {
+    if (fixture.kind === 'postgres') {
+      await fixture.query(
+        `UPDATE "${table}" SET delivered_at = now() - interval '2 hours' WHERE id BETWEEN $1 AND $2`,
+        [from, to],
+      );
+    } else {
+      await fixture.query(`UPDATE "${table}" SET delivered_at = ? WHERE id BETWEEN ? AND ?`, [
+        Date.now() - 7_200_000,
+        from,
+        to,
+      ]);
+    }
+  }
+
+  test('prune() runs in batches and removes exactly the delivered rows older than the window', async () => {
+    const old = 2 * PRUNE_BATCH + 500;
+    const young = 300;
+    const table = `prune_batches_${name}`;
+    const relay = functionRelay(async (message: Envelope) => {
+      if ((message.payload as { dead?: boolean }).dead) throw new PermanentError('refused for good');
+    });
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: {
+        orders: { relay, table, retention: { keep: 3600 }, maxAttempts: 3, batchSize: 10_000 },
+      },
+      testing: 'manual',
+    });
+    await outboxer.migrate();
+    // The dead message first, among the oldest ids; then the old rows, then the young ones.
+    const [deadId] = await publishInTransaction(fixture, outboxer, [
+      { outbox: 'orders', payload: { dead: true }, groupKey: 'g0' },
+    ]);
+    const ids = await publish(
+      outboxer,
+      Array.from({ length: old + young }, (_, n) => ({
+        outbox: 'orders',
+        payload: { n },
+        groupKey: n % 10 === 0 ? null : `g${n % 97}`,
+      })),
+    );
+    const drained = await outboxer.drain('orders');
+    expect(drained.delivered).toHaveLength(old + young);
+    expect(drained.dead.map((d) => d.envelope.id)).toEqual([deadId]);
+    // A message still pending (published after the drain): pending rows are not the pruner's either.
+    const [pendingId] = await publishInTransaction(fixture, outboxer, [
+      { outbox: 'orders', payload: { n: -1 }, groupKey: 'g1' },
+    ]);
+    expect(await outboxer.counts('orders')).toMatchObject({
+      pending: 1,
+      delivered: old + young,
+      dead: 1,
+    });
+
+    // Every row up to the last old one gets a delivery time past the window: the dead one too,
+    // so only its status keeps it (a dead row has no delivery time of its own).
+    await ageDelivered(table, deadId!, ids[old - 1]!);
+    const batches: number[] = [];
+    expect(await outboxer.prune('orders', { onBatch: (pruned) => batches.push(pruned) })).toBe(old);
+    expect(batches).toEqual([PRUNE_BATCH, PRUNE_BATCH, 500]);
+
+    expect(await outboxer.counts('orders')).toMatchObject({ pending: 1, delivered: young, dead: 1 });
+    const left = await fixture.query(`SELECT id, status FROM "${table}" ORDER BY id`);
+    expect(left.map((row) => Number(row.id))).toEqual([deadId, ...ids.slice(old), pendingId]);
+    expect((await outboxer.listDead('orders')).map((m) => m.id)).toEqual([deadId]);
+
+    // Nothing left to prune: one short batch.
+    batches.length = 0;
+    expect(await outboxer.prune('orders', { onBatch: (pruned) => batches.push(pruned) })).toBe(0);
+    expect(batches).toEqual([0]);
+    await outboxer.close();
+  });
+
+  test('a running instance prunes by itself every pruneInterval', async () => {
+    const table = `prune_timer_${name}`;
+    const delivered: number[] = [];
+    const relay = functionRelay(async (message: Envelope) => {
+      if ((message.payload as { dead?: boolean }).dead) throw new PermanentError('refused for good');
+      delivered.push(message.id);
+    });
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: {
+        orders: {
+          relay,
+          table,
+          retention: { keep: 2 },
+          pruneInterval: 100,
+          pollInterval: 20,
+          maxAttempts: 1,
+        },
+      },
+      // The coordinator, which runs the pruner when it is due, ticks every leaseTimeout / 3.
+      leaseTimeout: 300,
+    });
+    const pruned: number[] = [];
+    const onPrune = (event: unknown) => {
+      const { outbox, pruned: count } = event as { outbox: string; pruned: number };
+      if (outbox === 'orders') pruned.push(count);
+    };
+    diagnostics.subscribe('outboxer:prune', onPrune);
+    await outboxer.migrate();
+    await outboxer.start();
+    try {
+      const ids = await publishInTransaction(fixture, outboxer, [
+        ...Array.from({ length: 20 }, (_, n) => ({
+          outbox: 'orders',
+          payload: { n },
+          groupKey: `g${n % 3}`,
+        })),
+        { outbox: 'orders', payload: { dead: true }, groupKey: 'g0' },
+      ]);
+      // Acknowledged (the relay returns before its batch is written, so wait for the table).
+      await waitUntil(
+        async () => delivered.length === 20 && (await outboxer.counts('orders')).pending === 0,
+        10_000,
+        'every message delivered and acknowledged',
+      );
+      // Delivered rows are kept for two seconds first (the pruner runs meanwhile and leaves them)...
+      expect((await outboxer.counts('orders')).delivered).toBeGreaterThan(0);
+      // ...then the pruner removes them, without any call to prune().
+      await waitUntil(
+        async () => (await outboxer.counts('orders')).delivered === 0,
+        10_000,
+        'the pruner to remove the delivered rows',
+      );
+      expect(await outboxer.counts('orders')).toMatchObject({ pending: 0, delivered: 0, dead: 1 });
+      expect((await outboxer.listDead('orders')).map((m) => m.id)).toEqual([ids[20]]);
+      expect(pruned.reduce((a, b) => a + b, 0)).toBe(20);
+      // It ran repeatedly, every pruneInterval, most runs finding nothing yet.
+      expect(pruned.length).toBeGreaterThan(3);
+    } finally {
+      diagnostics.unsubscribe('outboxer:prune', onPrune);
+      await outboxer.stop();
+    }
+  });
+});
