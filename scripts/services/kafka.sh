@@ -9,7 +9,10 @@
 #                           e.g. kafka.sh topics --create --topic t1 --partitions 3
 #   kafka.sh reset          stop, delete the data dir (all topics), start again
 #
-# Listens on PLAINTEXT://127.0.0.1:9092 (clients) and CONTROLLER://127.0.0.1:9093.
+# Listens on PLAINTEXT://127.0.0.1:9092 (clients), CONTROLLER://127.0.0.1:9093 and
+# SASL_PLAINTEXT://127.0.0.1:9094 (SASL/PLAIN, one user: outboxer / outboxer-secret; for the tests
+# of bad credentials). A broker this script started earlier without the 9094 listener (an older
+# version of the script) is restarted with the current configuration; topics are kept.
 # State lives in ${OUTBOXER_SERVICES_DIR:-~/.cache/outboxer-services}/kafka:
 #   libs/ (classpath), server.properties, data/, kafka.log, kafka.pid
 set -euo pipefail
@@ -25,6 +28,9 @@ LOG4J_VERSION="${OUTBOXER_KAFKA_LOG4J_VERSION:-2.25.3}"
 HOST=127.0.0.1
 PORT=9092
 CONTROLLER_PORT=9093
+SASL_PORT=9094
+SASL_USER=outboxer
+SASL_PASSWORD=outboxer-secret
 START_TIMEOUT="${OUTBOXER_KAFKA_START_TIMEOUT:-120}"
 
 DIR="$OUTBOXER_SERVICES_DIR/kafka"
@@ -49,11 +55,15 @@ write_config() {
 process.roles=broker,controller
 node.id=1
 controller.quorum.bootstrap.servers=$HOST:$CONTROLLER_PORT
-listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT
+advertised.listeners=PLAINTEXT://$HOST:$PORT,CONTROLLER://$HOST:$CONTROLLER_PORT,SASL_PLAINTEXT://$HOST:$SASL_PORT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
+# SASL/PLAIN on $SASL_PORT only, with one user, for the tests of bad credentials (no authorizer: the
+# user may do everything).
+listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="$SASL_USER" password="$SASL_PASSWORD" user_$SASL_USER="$SASL_PASSWORD";
 log.dirs=$DATA
 num.partitions=3
 auto.create.topics.enable=true
@@ -152,28 +162,50 @@ wait_ready() {
   done
 }
 
+# After a start by this script: every listener must be up (the SASL one is bound with the others).
+wait_sasl() {
+  local deadline=$((SECONDS + 10))
+  until port_open "$HOST" "$SASL_PORT"; do
+    ((SECONDS < deadline)) || { log_tail; die "Kafka answers on $PORT but not on its SASL listener $HOST:$SASL_PORT"; }
+    sleep 0.5
+  done
+}
+
 start() {
   lock_dir "$DIR"
   if port_open "$HOST" "$PORT"; then
-    if [[ -d "$LIBS" ]]; then
-      ensure_java_maven
-      wait_ready
-      log "already running on $HOST:$PORT"
-    else
+    if [[ ! -d "$LIBS" ]]; then
       log "port $PORT already answers (not started by this script); leaving it alone"
+      return 0
     fi
-    return 0
+    ensure_java_maven
+    wait_ready
+    if port_open "$HOST" "$SASL_PORT"; then
+      log "already running on $HOST:$PORT (SASL on $SASL_PORT)"
+      return 0
+    fi
+    # Started by an older version of this script: restart it with the current configuration.
+    if ! pid_alive "$PIDFILE" "$MAIN_CLASS"; then
+      warn "Kafka on $HOST:$PORT has no SASL listener on $SASL_PORT and is not the process in $PIDFILE; leaving it alone (the tests that need SASL are skipped)"
+      return 0
+    fi
+    log "Kafka on $HOST:$PORT has no SASL listener on $SASL_PORT (started by an older kafka.sh): restarting it"
+    stop
   fi
   fetch_libs
   ensure_java_maven
   if pid_alive "$PIDFILE" "$MAIN_CLASS"; then
     log "Kafka process $(cat "$PIDFILE") is starting; waiting"
     wait_ready
+    wait_sasl
     return 0
   fi
   rm -f "$PIDFILE"
   if port_open "$HOST" "$CONTROLLER_PORT"; then
     die "controller port $HOST:$CONTROLLER_PORT is taken by another process"
+  fi
+  if port_open "$HOST" "$SASL_PORT"; then
+    die "SASL port $HOST:$SASL_PORT is taken by another process"
   fi
   write_config
   format_storage
@@ -188,7 +220,8 @@ start() {
     -cp "$LIBS/*" "$MAIN_CLASS" "$PROPS" >"$LOGFILE" 2>&1 </dev/null 9>&- &
   sleep 0.5
   wait_ready
-  log "Kafka $KAFKA_VERSION ready on $HOST:$PORT (pid $(cat "$PIDFILE"), ${SECONDS}s total, $((SECONDS - t0))s to start)"
+  wait_sasl
+  log "Kafka $KAFKA_VERSION ready on $HOST:$PORT, SASL/PLAIN on $SASL_PORT (pid $(cat "$PIDFILE"), ${SECONDS}s total, $((SECONDS - t0))s to start)"
 }
 
 stop() {
@@ -201,7 +234,12 @@ case "${1:-start}" in
   status)
     ensure_java_maven
     [[ -d "$LIBS" ]] || die "not installed ($LIBS missing)"
-    if broker_ready; then log "ready on $HOST:$PORT"; else log "not ready"; exit 1; fi
+    if ! broker_ready; then log "not ready"; exit 1; fi
+    if port_open "$HOST" "$SASL_PORT"; then
+      log "ready on $HOST:$PORT, SASL/PLAIN on $SASL_PORT"
+    else
+      log "ready on $HOST:$PORT, but no SASL listener on $SASL_PORT (run kafka.sh start to restart it with one)"
+    fi
     ;;
   topics)
     shift

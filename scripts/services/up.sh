@@ -5,7 +5,8 @@
 #   scripts/services/up.sh                   all of them
 #   scripts/services/up.sh postgres kafka    only these
 #
-# Services: postgres (5432), redis (6379), rabbitmq (5672), nats (4222), kafka (9092), sqs (9324).
+# Services: postgres (5432), redis (6379), rabbitmq (5672), nats (4222), kafka (9092; SASL/PLAIN on 9094),
+# sqs (9324).
 # Kafka and ElasticMQ (sqs) keep jars, config, data and logs under
 # ${OUTBOXER_SERVICES_DIR:-~/.cache/outboxer-services}; stop them with `kafka.sh stop`, `sqs.sh stop`.
 # Exits non-zero when any service did not come up (the others are still tried).

@@ -67,6 +67,7 @@ describe('bullmqRelay options', () => {
     [{ queue, jobOptions: { repeat: { every: 1000 } } }, /without repeat/],
     [{ queue, jobOptions: [] }, /bullmqRelay\.jobOptions/],
     [{ queue, timeout: 0 }, /bullmqRelay\.timeout.*integer from 1/],
+    [{ queue, strictOrder: 'yes' }, /bullmqRelay\.strictOrder.*true or false/],
     [{ queue, name: '' }, /bullmqRelay\.name/],
   ])('rejects %j', (options, message) => {
     expect(invalidOptions(() => bullmqRelay(options as never))).toMatch(message);
@@ -187,9 +188,9 @@ describe('bullmqRelay against Redis', () => {
     );
   });
 
-  test('addBulk is not atomic in BullMQ 6: a job Redis refuses does not stop the jobs after it (documented gap)', async () => {
+  test('addBulk is not atomic in BullMQ 6: with strictOrder: false, a job Redis refuses does not stop the jobs of its group after it (documented gap)', async () => {
     const queue = newQueue();
-    const relay = bullmqRelay({ queue });
+    const relay = bullmqRelay({ queue, strictOrder: false });
     const [first, refused, behind, other] = [
       envelope({ groupKey: 'a' }),
       envelope({ groupKey: 'a' }),
@@ -208,6 +209,46 @@ describe('bullmqRelay against Redis', () => {
     // The pipelined addBulk did add the job behind the refused one: BullMQ now holds it ahead of
     // its predecessor. The relay reports it as not delivered, and its redelivery is a no-op.
     expect(await queue.getJob(`outboxer-events-${behind!.id}`)).toBeDefined();
+  });
+
+  test('with strictOrder (the default), a job Redis refuses never lets a later job of its group into the queue; the retry adds them in order', async () => {
+    const queue = newQueue();
+    const calls: string[][] = [];
+    const counting: BullmqQueueLike = {
+      name: queue.name,
+      addBulk: (jobs) => (calls.push(jobs.map((job) => String(job.opts?.jobId))), queue.addBulk(jobs)),
+      on: (e, l) => queue.on(e, l),
+      off: (e, l) => queue.off(e, l),
+    };
+    const relay = bullmqRelay({ queue: counting });
+    const [first, refused, behind, other] = [
+      envelope({ groupKey: 'a' }),
+      envelope({ groupKey: 'a' }),
+      envelope({ groupKey: 'a' }),
+      envelope({ groupKey: 'b' }),
+    ];
+    const jobId = (m: Envelope) => `outboxer-events-${m.id}`;
+    // A plain string where the job hash belongs: Redis answers WRONGTYPE for this job alone.
+    const planted = `${prefix}:${queue.name}:${jobId(refused!)}`;
+    await redis.set(planted, 'not a job');
+    const outcomes = await deliverBatch(relay, [first!, refused!, behind!, other!]);
+    expect(outcomes[0]).toEqual({ ok: true });
+    expect(outcomes[1]!.ok).toBe(false);
+    expect((outcomes[1] as { error: PermanentError }).error.permanent).toBe(false); // Redis' refusal is retried
+    expect(String((outcomes[1] as { error: Error }).error.message)).toMatch(/WRONGTYPE/);
+    expect(outcomes[2]).toEqual({ ok: false, error: SKIPPED });
+    expect(outcomes[3]).toEqual({ ok: true });
+    // One job per group per call: the refused job went alone, and the one behind it was never sent.
+    expect(calls).toEqual([[jobId(first!), jobId(other!)], [jobId(refused!)]]);
+    expect(await queue.getJob(jobId(behind!))).toBeUndefined();
+
+    // Once Redis takes it, the retry adds the refused job, then the one behind it.
+    await redis.del(planted);
+    expect(await deliverBatch(relay, [refused!, behind!])).toEqual([{ ok: true }, { ok: true }]);
+    const waiting = await queue.getJobs(['wait'], 0, -1, true);
+    expect(
+      waiting.filter((job) => job.data.headers['outboxer-group-key'] === 'a').map((job) => job.id),
+    ).toEqual([first!, refused!, behind!].map(jobId));
   });
 
   test('a Redis that does not answer fails the whole batch once the timeout passes, naming the last connection error', async () => {

@@ -57,6 +57,25 @@ relayContract({
       prefix,
     });
     queue.on('error', () => undefined);
-    return { relay: bullmqRelay({ queue, timeout: 2000 }), teardown: () => queue.close() };
+    return {
+      relay: bullmqRelay({ queue, timeout: 2000 }),
+      error:
+        /^RELAY_MISCONFIGURED: BullMQ queue "orders-\w+" cannot be used: WRONGPASS .*Fix the queue's connection options \(username, password, db\)/,
+      teardown: () => queue.close(),
+    };
+  },
+  async refusal() {
+    // BullMQ's own check refuses a job larger than its sizeLimit, whatever the retry.
+    const queue = new Queue(`orders-${randomBytes(4).toString('hex')}`, { connection: REDIS, prefix });
+    return {
+      relay: bullmqRelay({ queue, jobOptions: { sizeLimit: 200 } }),
+      message: { payload: { text: 'x'.repeat(500) } },
+      error:
+        /^DELIVERY_FAILED: BullMQ refused job "outboxer-events-\d+" of queue "orders-\w+": .*exceeds the limit/,
+      async teardown() {
+        await queue.obliterate({ force: true });
+        await queue.close();
+      },
+    };
   },
 });

@@ -4,7 +4,7 @@
  * checks it. A relay's test file calls {@link relayContract} with a harness for its destination.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { isOutboxerError, Outboxer, type OutboxOptions, type Relay } from 'outboxer';
+import { isOutboxerError, Outboxer, SKIPPED, type Headers, type OutboxOptions, type Relay } from 'outboxer';
 import { sqliteFixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 
@@ -24,8 +24,42 @@ export interface Destination {
   /** Everything received so far, in the order the destination hands it out per group. */
   received(): Promise<Received[]>;
   /** Takes the destination down and brings it back (a stopped server, a paused queue…), where possible. */
-  readonly outage?: { begin(): Promise<void>; end(): Promise<void> };
+  readonly outage?: {
+    begin(): Promise<void>;
+    end(): Promise<void>;
+    /**
+     * True when the client holds a send through the outage instead of failing it (it retries until
+     * the destination is back), so that no failure need be recorded meanwhile. Default false: the
+     * relay must report a (retryable) failure while the destination is down.
+     */
+    readonly holdsSends?: boolean;
+  };
   teardown(): Promise<void>;
+}
+
+/** A relay that cannot work as configured, and the error it must report. */
+export interface Misconfiguration {
+  readonly relay: Relay;
+  /**
+   * What `start()` throws or the first delivery records, matched against `CODE: message` (`CODE`
+   * is the OutboxerError code, e.g. `RELAY_MISCONFIGURED`, or the error's name for another error).
+   */
+  readonly error: RegExp;
+  teardown?(): Promise<void>;
+}
+
+/** A message the destination refuses for good, and the relay that sends it there. */
+export interface Refusal {
+  readonly relay: Relay;
+  readonly message: {
+    readonly payload: unknown;
+    readonly groupKey?: string;
+    readonly type?: string;
+    readonly headers?: Headers;
+  };
+  /** What the permanent error's message must say. */
+  readonly error?: RegExp;
+  teardown?(): Promise<void>;
 }
 
 export interface RelayHarness {
@@ -40,8 +74,13 @@ export interface RelayHarness {
   /** Outbox options for the relay under test (batchSize, partitions…). */
   readonly outboxOptions?: Partial<OutboxOptions>;
   destination(): Promise<Destination>;
-  /** A relay pointed at something that does not exist or with bad credentials. */
-  misconfigured(): Promise<{ relay: Relay; teardown?: () => Promise<void> }>;
+  /** A relay pointed at something that does not exist or with bad credentials, and the error it must report. */
+  misconfigured(): Promise<Misconfiguration>;
+  /**
+   * A message the destination refuses for good (an HTTP 4xx, a message over the size limit…), where
+   * the destination has such a refusal; without it the permanent-error test is skipped.
+   */
+  refusal?(): Promise<Refusal>;
   /** How long to wait for deliveries. Default 60 s. */
   readonly timeout?: number;
 }
@@ -82,6 +121,52 @@ export function orderViolations(received: readonly Received[]): string[] {
   return violations;
 }
 
+/** Whether the engine treats an error as permanent (what settlement checks). */
+export function isPermanent(error: unknown): boolean {
+  return typeof error === 'object' && error !== null && (error as { permanent?: unknown }).permanent === true;
+}
+
+/** `CODE: message` of an OutboxerError, `Name: message` of another error: what harnesses' `error` matches. */
+export function describeFailure(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const label = isOutboxerError(error) ? error.code : error instanceof Error ? error.name : typeof error;
+  return `${label}: ${message}`;
+}
+
+/**
+ * Wraps a relay and keeps every error it reported: thrown by `start()` or `deliver()`, or returned
+ * as an outcome (skips aside). The engine only stores their text; the contract checks the objects.
+ */
+export function recordingRelay(relay: Relay): { relay: Relay; errors: unknown[] } {
+  const errors: unknown[] = [];
+  const wrapped: Relay = {
+    name: relay.name,
+    async deliver(batch, context) {
+      try {
+        const outcomes = await relay.deliver(batch, context);
+        for (const outcome of outcomes ?? [])
+          if (!outcome.ok && outcome.error !== SKIPPED) errors.push(outcome.error);
+        return outcomes;
+      } catch (error) {
+        errors.push(error);
+        throw error;
+      }
+    },
+  };
+  if (relay.start !== undefined) {
+    wrapped.start = async () => {
+      try {
+        await relay.start!();
+      } catch (error) {
+        errors.push(error);
+        throw error;
+      }
+    };
+  }
+  if (relay.stop !== undefined) wrapped.stop = () => relay.stop!();
+  return { relay: wrapped, errors };
+}
+
 export function relayContract(harness: RelayHarness): void {
   const timeout = harness.timeout ?? 60_000;
   describe(`${harness.name} relay contract`, () => {
@@ -92,6 +177,7 @@ export function relayContract(harness: RelayHarness): void {
       relay: Relay,
       table: string,
       fn: (outboxer: Outboxer<unknown, boolean>) => Promise<T>,
+      options: Partial<OutboxOptions> = {},
     ): Promise<T> {
       const outboxer = new Outboxer({
         database: fixture.database,
@@ -101,6 +187,7 @@ export function relayContract(harness: RelayHarness): void {
             pollInterval: 50,
             backoff: { min: 50, max: 500 },
             table,
+            ...options,
             ...harness.outboxOptions,
           },
         },
@@ -183,7 +270,7 @@ export function relayContract(harness: RelayHarness): void {
     );
 
     test(
-      'messages wait while the destination is down and arrive in order after it is back',
+      'messages wait while the destination is down, failing with retryable errors, and arrive in order after it is back',
       async (context) => {
         const destination = await harness.destination();
         if (destination.outage === undefined) {
@@ -191,23 +278,45 @@ export function relayContract(harness: RelayHarness): void {
           context.skip();
           return;
         }
+        const recorder = recordingRelay(destination.relay);
         try {
-          const ids = await withOutboxer(destination.relay, 'outage_test', async (outboxer) => {
-            await outboxer.start();
-            await destination.outage!.begin();
-            const published = publish(outboxer, 100, 5);
-            // Publishing is unaffected while the destination is down.
-            published.push(...publish(outboxer, 100, 5, 100));
-            await new Promise((resolve) => setTimeout(resolve, 1500));
-            expect((await outboxer.counts('events')).pending).toBeGreaterThan(0);
-            await destination.outage!.end();
-            await waitFor(
-              async () => (await outboxer.counts('events')).pending === 0,
-              timeout,
-              'the outbox to drain after the outage',
-            );
-            return published;
-          });
+          const ids = await withOutboxer(
+            recorder.relay,
+            'outage_test',
+            async (outboxer) => {
+              await outboxer.start();
+              await destination.outage!.begin();
+              const published = publish(outboxer, 100, 5);
+              // Publishing is unaffected while the destination is down.
+              published.push(...publish(outboxer, 100, 5, 100));
+              await new Promise((resolve) => setTimeout(resolve, 1500));
+              expect((await outboxer.counts('events')).pending).toBeGreaterThan(0);
+              // The failures are recorded as retryable: nothing went dead, the groups wait for a retry.
+              if (destination.outage!.holdsSends !== true) {
+                await waitFor(
+                  async () => (await outboxer.blockedGroups('events')).length > 0,
+                  timeout,
+                  'a failed delivery recorded during the outage',
+                );
+              }
+              for (const group of await outboxer.blockedGroups('events')) {
+                expect(group.parked).toBe(false);
+                expect(String(group.lastError)).not.toMatch(/^PermanentError/);
+              }
+              await destination.outage!.end();
+              await waitFor(
+                async () => (await outboxer.counts('events')).pending === 0,
+                timeout,
+                'the outbox to drain after the outage',
+              );
+              expect((await outboxer.counts('events')).dead).toBe(0);
+              return published;
+            },
+            // Finite, so that an error taken for permanent would make its message dead at once.
+            { maxAttempts: 1000 },
+          );
+          if (destination.outage.holdsSends !== true) expect(recorder.errors.length).toBeGreaterThan(0);
+          expect(recorder.errors.filter(isPermanent).map(describeFailure)).toEqual([]);
           await expectArrived(destination, ids, 'every message after the outage');
         } finally {
           await destination.teardown();
@@ -216,36 +325,68 @@ export function relayContract(harness: RelayHarness): void {
       timeout * 3,
     );
 
+    test('a message the destination refuses for good goes dead at once with a permanent error', async (context) => {
+      if (harness.refusal === undefined) {
+        context.skip();
+        return;
+      }
+      const refusal = await harness.refusal();
+      const recorder = recordingRelay(refusal.relay);
+      const outboxer = new Outboxer({
+        database: fixture.database,
+        outboxes: {
+          events: { relay: recorder.relay, table: 'refusal_test', maxAttempts: 10, ...harness.outboxOptions },
+        },
+        testing: 'manual',
+      });
+      try {
+        await outboxer.migrate();
+        const { payload, groupKey = 'g', type, headers } = refusal.message;
+        let id = 0;
+        fixture.db.transaction(() => {
+          id = outboxer.publish(fixture.db, 'events', payload, { groupKey, type, headers }) as number;
+        })();
+        const result = await outboxer.drain('events', { maxRounds: 1 });
+        expect(result.retried.map((r) => r.error)).toEqual([]);
+        expect(result.dead.map((d) => d.envelope.id)).toEqual([id]);
+        expect(recorder.errors).toHaveLength(1);
+        const error = recorder.errors[0];
+        expect(isPermanent(error), describeFailure(error)).toBe(true);
+        if (refusal.error !== undefined) expect(describeFailure(error)).toMatch(refusal.error);
+        expect(await outboxer.counts('events')).toMatchObject({ pending: 0, dead: 1 });
+      } finally {
+        await outboxer.close().catch(() => undefined);
+        await refusal.teardown?.();
+      }
+    });
+
     describe('misconfiguration', () => {
-      let relay: Relay;
-      let teardown: (() => Promise<void>) | undefined;
+      let misconfiguration: Misconfiguration;
       beforeAll(async () => {
-        ({ relay, teardown } = await harness.misconfigured());
+        misconfiguration = await harness.misconfigured();
       });
       afterAll(async () => {
-        await teardown?.();
+        await misconfiguration?.teardown?.();
       });
 
       test('is reported as a clear error, and the message stays pending', async () => {
+        const recorder = recordingRelay(misconfiguration.relay);
         const outboxer = new Outboxer({
           database: fixture.database,
-          outboxes: { events: { relay, table: 'misconfigured_test', maxAttempts: Infinity } },
+          outboxes: { events: { relay: recorder.relay, table: 'misconfigured_test', maxAttempts: Infinity } },
           testing: 'manual',
         });
         await outboxer.migrate();
-        let startError: unknown;
-        let drainError: string | undefined;
         try {
           fixture.db.transaction(() => outboxer.publish(fixture.db, 'events', { n: 1 }, { groupKey: 'g' }))();
-          const result = await outboxer.drain('events', { maxRounds: 1 });
-          drainError = result.retried[0]?.error;
-        } catch (error) {
-          startError = error;
+          // start() throws, or the first delivery fails and is recorded.
+          await outboxer.drain('events', { maxRounds: 1 }).catch(() => undefined);
         } finally {
           await outboxer.close().catch(() => undefined);
         }
-        const message = startError !== undefined ? String((startError as Error).message) : drainError;
-        expect(message, 'a start() error or a recorded delivery error').toBeTruthy();
+        expect(recorder.errors.length, 'a start() error or a recorded delivery error').toBeGreaterThan(0);
+        expect(describeFailure(recorder.errors[0])).toMatch(misconfiguration.error);
+        expect(isPermanent(recorder.errors[0])).toBe(false);
         expect((await outboxer.counts('events')).pending).toBe(1);
       });
     });

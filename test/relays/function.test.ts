@@ -1,4 +1,4 @@
-import { functionRelay, OutboxerError, type Envelope } from 'outboxer';
+import { functionRelay, OutboxerError, PermanentError, type Envelope } from 'outboxer';
 import { relayContract, type Received } from './contract.js';
 
 // The contract suite against the in-process function relay: the reference the broker relays match.
@@ -30,6 +30,17 @@ relayContract({
       relay: functionRelay(async () => {
         throw new OutboxerError('RELAY_MISCONFIGURED', 'no such endpoint');
       }),
+      error: /^RELAY_MISCONFIGURED: no such endpoint$/,
+    };
+  },
+  async refusal() {
+    return {
+      relay: functionRelay(async (message: Envelope) => {
+        if ((message.payload as { valid?: boolean }).valid === false)
+          throw new PermanentError('invalid payload');
+      }),
+      message: { payload: { valid: false } },
+      error: /^DELIVERY_FAILED: invalid payload$/,
     };
   },
 });

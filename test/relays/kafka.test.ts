@@ -14,7 +14,7 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Producer } from '@platformatic/kafka';
 import { Kafka, logLevel } from 'kafkajs';
-import { OutboxerError, PermanentError, SKIPPED, type Relay } from 'outboxer';
+import { isOutboxerError, OutboxerError, PermanentError, SKIPPED, type Relay } from 'outboxer';
 import { kafkajsProducer, kafkaRelay, platformaticProducer, type KafkaClientAdapter } from 'outboxer/kafka';
 import { deliverBatch, makeContext, makeEnvelope } from '../support/envelopes.js';
 import { tcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
@@ -95,6 +95,22 @@ function routeThrough(producer: Producer, port: number): void {
   pool.getFirstAvailable = (brokers, callback) => getFirstAvailable(brokers.map(viaProxy), callback);
 }
 
+/** How each client behaves where the contract lets clients differ. */
+const traits: Record<string, { holdsSends: boolean; missingTopic: RegExp }> = {
+  // Keeps retrying a send while the broker is unreachable: the batch waits, nothing fails meanwhile.
+  // An unknown topic is retried too, until the relay's metadataTimeout.
+  '@platformatic/kafka': {
+    holdsSends: true,
+    missingTopic:
+      /^RELAY_MISCONFIGURED: Kafka relay "kafka": Kafka did not return metadata for topic "outboxer-missing-\w+" within 3000 ms through @platformatic\/kafka: the topic probably does not exist/,
+  },
+  kafkajs: {
+    holdsSends: false,
+    missingTopic:
+      /^RELAY_MISCONFIGURED: Kafka relay "kafka": topic "outboxer-missing-\w+" does not exist\. Create it/,
+  },
+};
+
 for (const [client, make] of Object.entries(clients)) {
   relayContract({
     name: `kafka (${client})`,
@@ -108,7 +124,7 @@ for (const [client, make] of Object.entries(clients)) {
       return {
         relay: kafkaRelay({ producer: producer.adapter, topic }),
         received: async () => reader.records.map(received),
-        outage: { begin: proxy.cut, end: proxy.restore },
+        outage: { begin: proxy.cut, end: proxy.restore, holdsSends: traits[client]!.holdsSends },
         async teardown() {
           await reader.close();
           await producer.close();
@@ -124,6 +140,19 @@ for (const [client, make] of Object.entries(clients)) {
           topic: randomName('outboxer-missing'),
           metadataTimeout: 3000,
         }),
+        error: traits[client]!.missingTopic,
+        teardown: () => producer.close(),
+      };
+    },
+    async refusal() {
+      // The broker refuses a record over the topic's max.message.bytes (under the relay's maxBytes).
+      const topic = await createTopic(3, 2048);
+      const producer = make();
+      return {
+        relay: kafkaRelay({ producer: producer.adapter, topic }),
+        message: { payload: { text: 'x'.repeat(4000) } },
+        error:
+          /^DELIVERY_FAILED: Kafka rejected the message for good on topic "outboxer-test-\w+" partition \d+: MESSAGE_TOO_LARGE/,
         teardown: () => producer.close(),
       };
     },
@@ -217,6 +246,120 @@ describe.each(Object.keys(clients))('kafka relay (%s) during a network outage', 
     } finally {
       await unreachable.close().catch(() => undefined);
       await down.cut();
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------------------------
+// Bad credentials: scripts/services/kafka.sh serves SASL/PLAIN on 127.0.0.1:9094 with one user.
+// ---------------------------------------------------------------------------------------------
+
+const SASL = { host: '127.0.0.1', port: 9094, username: 'outboxer', password: 'outboxer-secret' };
+
+/** True when something accepts TCP connections on the SASL listener's port. */
+function listening(target: { host: string; port: number }): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = net.connect(target, () => {
+      socket.destroy();
+      resolve(true);
+    });
+    socket.on('error', () => resolve(false));
+    socket.setTimeout(1000, () => {
+      socket.destroy();
+      resolve(false);
+    });
+  });
+}
+
+const saslListening = await listening(SASL);
+const NO_SASL =
+  'no SASL listener on 127.0.0.1:9094: this Kafka was started without it (by an older scripts/services/kafka.sh, or not by the script at all); `bash scripts/services/kafka.sh start` restarts a broker it started';
+
+/** A client of the SASL listener that logs in as the test user with `password`. */
+const saslClients: Record<string, (password: string) => ClientUnderTest> = {
+  '@platformatic/kafka': (password) => {
+    const producer = new Producer({
+      clientId: randomName('outboxer-test'),
+      bootstrapBrokers: [`${SASL.host}:${SASL.port}`],
+      idempotent: true,
+      sasl: { mechanism: 'PLAIN', username: SASL.username, password },
+    });
+    return { adapter: platformaticProducer(producer), close: () => producer.close() };
+  },
+  kafkajs: (password) => {
+    const kafka = new Kafka({
+      clientId: randomName('outboxer-test'),
+      brokers: [`${SASL.host}:${SASL.port}`],
+      logLevel: logLevel.NOTHING,
+      sasl: { mechanism: 'plain', username: SASL.username, password },
+    });
+    const producer = kafka.producer({
+      idempotent: true,
+      maxInFlightRequests: 1,
+      allowAutoTopicCreation: false,
+    });
+    const kafkaAdmin = kafka.admin();
+    return {
+      adapter: kafkajsProducer(producer, { admin: kafkaAdmin }),
+      close: async () => {
+        await producer.disconnect();
+        await kafkaAdmin.disconnect();
+      },
+    };
+  },
+};
+
+describe.each(Object.keys(saslClients))('kafka relay (%s) with SASL/PLAIN credentials', (client) => {
+  let topic: string;
+  beforeAll(async () => {
+    topic = await createTopic(1);
+  });
+
+  test('the right password: start() succeeds and a message is delivered', async (context) => {
+    if (!saslListening) context.skip(NO_SASL);
+    const producer = saslClients[client]!(SASL.password);
+    try {
+      const relay = kafkaRelay({ producer: producer.adapter, topic });
+      await relay.start!();
+      expect(await deliverBatch(relay, [envelope('sasl:1')], makeContext())).toEqual([{ ok: true }]);
+    } finally {
+      await producer.close();
+    }
+  });
+
+  test('a wrong password: start() fails at once with RELAY_MISCONFIGURED naming the authentication, and so does a delivery without the start-up check', async (context) => {
+    if (!saslListening) context.skip(NO_SASL);
+    const producer = saslClients[client]!('wrong-password');
+    try {
+      const started = Date.now();
+      const error = await kafkaRelay({ producer: producer.adapter, topic, metadataTimeout: 10_000 })
+        .start!().then(
+        () => undefined,
+        (caught: unknown) => caught,
+      );
+      // Refused by the broker, not a timeout (@platformatic/kafka itself retries forever).
+      expect(Date.now() - started).toBeLessThan(5000);
+      expect(isOutboxerError(error) && error.code).toBe('RELAY_MISCONFIGURED');
+      expect((error as Error).message).toMatch(
+        /^Kafka relay "kafka": Kafka refused the SASL authentication of its \S+ producer \((SASL_AUTHENTICATION_FAILED: )?the broker rejected the credentials: check the producer's sasl options\)\. The client said: .*authentication failed/i,
+      );
+
+      const relay = kafkaRelay({
+        producer: producer.adapter,
+        topic,
+        startupCheck: false,
+        metadataTimeout: 10_000,
+      });
+      await relay.start!();
+      const [outcome] = await deliverBatch(relay, [envelope('sasl:2')], makeContext());
+      const failure = (outcome as { ok: false; error: OutboxerError }).error;
+      expect(outcome!.ok).toBe(false);
+      expect(failure.code).toBe('RELAY_MISCONFIGURED');
+      expect(failure.retryable).toBe(true); // fixed credentials and a restart let the message through
+      expect(failure.message).toMatch(/credentials/);
+      expect(failure.message).toMatch(/authentication failed/i);
+    } finally {
+      await producer.close().catch(() => undefined);
     }
   });
 });

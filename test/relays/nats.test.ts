@@ -33,11 +33,14 @@ afterAll(async () => {
   await direct.close();
 });
 
-/** A fresh stream on `outboxer.<random>.>`, and everything stored in it, read by an ordered consumer. */
-async function stream() {
+/**
+ * A fresh stream on `outboxer.<random>.>` (with `config` added to its settings), and everything
+ * stored in it, read by an ordered consumer.
+ */
+async function stream(config: { max_msg_size?: number } = {}) {
   const name = `OUTBOXER_${random().toUpperCase()}`;
   const subject = `outboxer.${random()}`;
-  await jsm.streams.add({ name, subjects: [`${subject}.>`] });
+  await jsm.streams.add({ name, subjects: [`${subject}.>`], ...config });
   const messages: JsMsg[] = [];
   const iterator = await (await jetstream(direct).consumers.get(name)).consume();
   const reading = (async () => {
@@ -95,7 +98,27 @@ relayContract({
         createHeaders: headers,
         subject: `outboxer.nowhere.${random()}`,
       }),
+      error:
+        /^RELAY_MISCONFIGURED: No JetStream stream captures subject "outboxer\.nowhere\.\w+"\. Create one/,
       teardown: () => nc.close(),
+    };
+  },
+  async refusal() {
+    // The stream's max_msg_size: the server refuses a larger message, however often it is sent.
+    const target = await stream({ max_msg_size: 200 });
+    const nc = await connect({ servers: '127.0.0.1:4222' });
+    return {
+      relay: natsRelay({
+        jetstream: jetstream(nc),
+        createHeaders: headers,
+        subject: `${target.subject}.events`,
+      }),
+      message: { payload: { text: 'x'.repeat(500) } },
+      error: /^DELIVERY_FAILED: NATS refused the message as too large: .*message size exceeds maximum/,
+      async teardown() {
+        await nc.close();
+        await target.remove();
+      },
     };
   },
 });

@@ -107,6 +107,18 @@ relayContract({
         queue: `missing_${randomBytes(4).toString('hex')}`,
         timeout: 2000,
       }),
+      error:
+        /^RELAY_MISCONFIGURED: pg-boss queue "missing_\w+" does not exist, .*Create it first: await boss\.createQueue/,
+    };
+  },
+  async refusal() {
+    // jsonb refuses \u0000: Postgres turns the job down, however often it is inserted.
+    const queue = `orders_${randomBytes(4).toString('hex')}`;
+    await consumer.createQueue(queue);
+    return {
+      relay: pgBossRelay({ boss: consumer, queue, timeout: 2000 }),
+      message: { payload: { text: 'nul \u0000 byte' } },
+      error: /^DELIVERY_FAILED: Postgres refused pg-boss job .*\(SQLSTATE 22P05\)/,
     };
   },
 });

@@ -81,7 +81,23 @@ relayContract({
     const connection = await amqp.connect(URL);
     return {
       relay: rabbitmqRelay({ connection, exchange: `outboxer-missing-${random()}` }),
+      error:
+        /^RELAY_MISCONFIGURED: RabbitMQ exchange "outboxer-missing-\w+" does not exist in this virtual host\. Declare it/,
       teardown: () => connection.close(),
+    };
+  },
+  async refusal() {
+    // The routing key (the group key by default) is an AMQP short string: at most 255 bytes.
+    const target = await exchangeWithQueue(consumer);
+    const connection = await amqp.connect(URL);
+    return {
+      relay: rabbitmqRelay({ connection, exchange: target.exchange }),
+      message: { payload: { n: 1 }, groupKey: 'k'.repeat(300) },
+      error: /^DELIVERY_FAILED: rabbitmqRelay\.routingKey returned a key of 300 bytes .*at most 255 bytes/,
+      async teardown() {
+        await connection.close();
+        await target.remove();
+      },
     };
   },
 });

@@ -17,7 +17,13 @@ import {
 } from '@aws-sdk/client-sqs';
 import { sqsRelay } from 'outboxer/sqs';
 import { tcpProxy } from '../support/tcp-proxy.js';
-import { relayContract, type Destination, type Received } from './contract.js';
+import {
+  relayContract,
+  type Destination,
+  type Misconfiguration,
+  type Received,
+  type Refusal,
+} from './contract.js';
 
 const SQS_PORT = 9324;
 const ENDPOINT = `http://127.0.0.1:${SQS_PORT}`;
@@ -93,10 +99,29 @@ async function destination(fifo: boolean): Promise<Destination> {
   };
 }
 
-async function misconfigured(fifo: boolean) {
+async function misconfigured(fifo: boolean): Promise<Misconfiguration> {
   const client = sqsClient();
   const queueUrl = `${ENDPOINT}/000000000000/outboxer-missing-${Math.random().toString(36).slice(2, 10)}${fifo ? '.fifo' : ''}`;
-  return { relay: sqsRelay({ client, queueUrl }), teardown: async () => client.destroy() };
+  return {
+    relay: sqsRelay({ client, queueUrl }),
+    error: /^RELAY_MISCONFIGURED: SQS queue http:\/\/\S+\/outboxer-missing-\S+ does not exist .*Create it/,
+    teardown: async () => client.destroy(),
+  };
+}
+
+/** SQS takes only the characters of XML 1.0 in a body: U+FFFE is refused, however often it is sent. */
+async function refusal(fifo: boolean): Promise<Refusal> {
+  const client = sqsClient();
+  const queueUrl = await createQueue(client, fifo);
+  return {
+    relay: sqsRelay({ client, queueUrl }),
+    message: { payload: { text: 'not XML \uFFFE' } },
+    error: /^DELIVERY_FAILED: .*the body contains U\+FFFE/,
+    async teardown() {
+      await client.send(new DeleteQueueCommand({ QueueUrl: queueUrl }));
+      client.destroy();
+    },
+  };
 }
 
 relayContract({
@@ -105,6 +130,7 @@ relayContract({
   dedupesById: true,
   destination: () => destination(true),
   misconfigured: () => misconfigured(true),
+  refusal: () => refusal(true),
 });
 
 relayContract({
@@ -113,4 +139,5 @@ relayContract({
   dedupesById: false,
   destination: () => destination(false),
   misconfigured: () => misconfigured(false),
+  refusal: () => refusal(false),
 });

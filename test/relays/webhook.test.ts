@@ -163,7 +163,23 @@ for (const concurrency of [1, 4]) {
     },
     async misconfigured() {
       // Nothing listens there: every attempt is refused, retryably.
-      return { relay: webhookRelay({ url: `http://127.0.0.1:${await closedPort()}/hook`, timeout: 2000 }) };
+      return {
+        relay: webhookRelay({ url: `http://127.0.0.1:${await closedPort()}/hook`, timeout: 2000 }),
+        error:
+          /^DELIVERY_FAILED: Webhook POST http:\/\/127\.0\.0\.1:\d+\/hook failed: fetch failed \(connect ECONNREFUSED 127\.0\.0\.1:\d+\)$/,
+      };
+    },
+    async refusal() {
+      // A 4xx other than 408 and 429: the receiver turns the message down for good.
+      const receiver = await Receiver.start();
+      receiver.reply = (_hit, res) => void res.writeHead(422).end('order unknown');
+      return {
+        relay: webhookRelay({ url: receiver.url(), secret: newSecret(), concurrency, timeout: 5000 }),
+        message: { payload: { orderId: -1 } },
+        error:
+          /^DELIVERY_FAILED: Webhook POST http:\/\/127\.0\.0\.1:\d+\/hook was rejected with HTTP 422.*"order unknown"/,
+        teardown: () => receiver.stop(),
+      };
     },
   });
 }

@@ -64,6 +64,17 @@ export interface BullmqRelayOptions {
    */
   jobOptions?: BullmqJobOptions | ((envelope: Envelope) => BullmqJobOptions);
   /**
+   * Default true: at most one job per group (per ordering key) in one `addBulk` call, so that a job
+   * Redis refuses can never be overtaken by a later job of its group. BullMQ 6 sends `addBulk` as a
+   * plain pipeline, not a transaction: the jobs after a refused one are added all the same. The
+   * batch goes out in waves, wave n holding the n-th message of every group, a group stopping at its
+   * first failure; a batch takes as many calls as its largest group has messages. False sends the
+   * whole batch in one call (one round trip): faster when a batch is mostly one group (or in
+   * `'total'` ordering), but after a refusal the later jobs of that group may already be queued
+   * ahead of the retried one. See docs/relays/bullmq.md.
+   */
+  strictOrder?: boolean;
+  /**
    * Milliseconds an `addBulk` call (and `start()`'s wait for the connection) may take before the
    * batch counts as failed. Default 10000. While Redis is down ioredis queues commands, so a
    * timed-out call can still land later; the job id makes that harmless.
@@ -78,11 +89,22 @@ export interface ResolvedBullmqOptions {
   readonly queue: BullmqQueueLike;
   readonly name: string;
   readonly timeout: number;
+  /** One job per ordering key per `addBulk` call. */
+  readonly strictOrder: boolean;
   /** Builds the job of one message; throws a retryable RELAY_MISCONFIGURED error for a bad job id or options. */
   readonly build: (envelope: Envelope) => BullmqJob;
 }
 
-const KEYS = ['queue', 'jobName', 'jobId', 'jobData', 'jobOptions', 'timeout', 'name'] as const;
+const KEYS = [
+  'queue',
+  'jobName',
+  'jobId',
+  'jobData',
+  'jobOptions',
+  'strictOrder',
+  'timeout',
+  'name',
+] as const;
 const OWNED_JOB_OPTIONS = ['jobId', 'repeat', 'parent', 'deduplication', 'debounce'];
 
 /**
@@ -125,6 +147,9 @@ export function resolveBullmqOptions(raw: unknown): ResolvedBullmqOptions {
   const name = options.name ?? 'bullmq';
   if (typeof name !== 'string' || name.length === 0)
     throw invalidOption('bullmqRelay.name', 'a non-empty string', name);
+  const strictOrder = options.strictOrder ?? true;
+  if (typeof strictOrder !== 'boolean')
+    throw invalidOption('bullmqRelay.strictOrder', 'true or false', strictOrder);
   const timeout = integerOption('bullmqRelay.timeout', options.timeout, 10_000, 1, 2 ** 31 - 1);
   const build = (envelope: Envelope): BullmqJob => {
     const id = checkJobId(jobId(envelope), envelope);
@@ -135,7 +160,7 @@ export function resolveBullmqOptions(raw: unknown): ResolvedBullmqOptions {
       opts: { ...opts, jobId: id },
     };
   };
-  return Object.freeze({ queue, name, timeout, build });
+  return Object.freeze({ queue, name, timeout, strictOrder, build });
 }
 
 function optionalFunction(option: string, value: unknown): unknown {

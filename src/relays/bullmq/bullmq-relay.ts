@@ -1,7 +1,8 @@
 import { OutboxerError } from '../../core/errors.js';
 import type { Relay } from '../../core/relay.js';
-import { deliverInBulk } from '../shared/bulk-delivery.js';
+import { deliverInBulk, type BulkSender } from '../shared/bulk-delivery.js';
 import { withDeadline } from '../shared/deadline.js';
+import { deliverInWaves } from '../shared/waves.js';
 import {
   BullmqCallAbandoned,
   deliveryErrorOf,
@@ -16,9 +17,10 @@ import {
 import type { BullmqJob } from './bullmq-queue.js';
 
 /**
- * A relay that adds every message as a job to your BullMQ queue: one `addBulk` call per batch, a
- * job id derived from the outbox id (a redelivery is ignored while the job exists), the job name
- * from the message type, and `{ payload, headers }` as the job's data.
+ * A relay that adds every message as a job to your BullMQ queue: one `addBulk` call per wave of the
+ * batch (with `strictOrder`, the default, a wave holds at most one message per group; without it,
+ * the whole batch is one call), a job id derived from the outbox id (a redelivery is ignored while
+ * the job exists), the job name from the message type, and `{ payload, headers }` as the job's data.
  *
  * Jobs are added in outbox order, but BullMQ runs them in that order only with one worker at
  * concurrency 1 (or one queue per key, or BullMQ Pro groups). See docs/relays/bullmq.md.
@@ -50,8 +52,8 @@ export function bullmqRelay(options: BullmqRelayOptions): Relay {
         throw error;
       }
     },
-    deliver: (batch, context) =>
-      deliverInBulk<BullmqJob>(batch, context, {
+    deliver(batch, context) {
+      const sender: BulkSender<BullmqJob> = {
         build: resolved.build,
         async send(jobs, signal) {
           await addBulk(resolved, jobs, signal, () => lastError);
@@ -59,7 +61,12 @@ export function bullmqRelay(options: BullmqRelayOptions): Relay {
         },
         failsWholeBatch,
         errorOf: (error, single) => deliveryErrorOf(error, queue.name, single?.opts?.jobId),
-      }),
+      };
+      // addBulk is a pipeline, not a transaction: with strictOrder a call never holds two jobs of
+      // one group, so the jobs after one Redis refuses cannot include a later job of its group.
+      if (!resolved.strictOrder) return deliverInBulk(batch, context, sender);
+      return deliverInWaves(batch, context, (wave) => deliverInBulk(wave, context, sender), { perKey: 1 });
+    },
     async stop() {
       queue.off?.('error', onError);
     },

@@ -26,6 +26,13 @@ const MISCONFIGURATION_HINTS: Readonly<Record<string, string>> = {
   UNSUPPORTED_SASL_MECHANISM: 'the broker does not support the SASL mechanism the producer uses',
 };
 
+/** Kafka protocol errors that say the broker did not accept the producer's SASL authentication. */
+const AUTHENTICATION_ERRORS = [
+  'SASL_AUTHENTICATION_FAILED',
+  'ILLEGAL_SASL_STATE',
+  'UNSUPPORTED_SASL_MECHANISM',
+];
+
 /** Walks an error and what it wraps (`errors` of aggregates, `cause`), depth-first, at most 200 nodes. */
 function* errorTree(error: unknown): Generator<Record<string, unknown>> {
   const stack: unknown[] = [error];
@@ -54,6 +61,21 @@ export function kafkaErrorNames(error: unknown): string[] {
     }
   }
   return [...names];
+}
+
+/**
+ * What to fix when an error says Kafka refused the producer's SASL authentication (a protocol error,
+ * kafkajs' KafkaJSSASLAuthenticationError, @platformatic/kafka's AuthenticationError), or
+ * `undefined` for any other error.
+ */
+export function authenticationFailure(error: unknown): string | undefined {
+  const name = kafkaErrorNames(error).find((n) => AUTHENTICATION_ERRORS.includes(n));
+  if (name !== undefined) return `${name}: ${MISCONFIGURATION_HINTS[name]}`;
+  for (const node of errorTree(error)) {
+    if (node.name === 'KafkaJSSASLAuthenticationError' || node.code === 'PLT_KFK_AUTHENTICATION')
+      return MISCONFIGURATION_HINTS.SASL_AUTHENTICATION_FAILED;
+  }
+  return undefined;
 }
 
 /** The leaf messages of an error tree, deduplicated: what to show a human. */

@@ -1,6 +1,7 @@
 /**
  * The @platformatic/kafka adapter. Only types are described here: nothing imports the client at run time.
  */
+import diagnostics from 'node:diagnostics_channel';
 import { OutboxerError } from '../../core/errors.js';
 import {
   KafkaSendError,
@@ -9,7 +10,7 @@ import {
   type KafkaRecord,
   type PartitionResult,
 } from './kafka-client.js';
-import { describeKafkaError, kafkaErrorNames } from './kafka-errors.js';
+import { authenticationFailure, describeKafkaError, kafkaErrorNames } from './kafka-errors.js';
 
 /** A record as `Producer.send` takes it (a producer without serializers takes Buffers). */
 export interface PlatformaticMessage {
@@ -36,6 +37,8 @@ export interface PlatformaticProducerLike {
     autocreateTopics: boolean;
   }): Promise<{ topics: Map<string, { partitionsCount: number } | undefined> }>;
   initIdempotentProducer(options: Record<string, never>): Promise<unknown>;
+  /** The client's instance id: what its connections report as `ownerId` in diagnostics events. */
+  readonly instanceId?: number;
 }
 
 /**
@@ -68,11 +71,14 @@ export function platformaticProducer(producer: PlatformaticProducerLike): KafkaC
     partitionsPerSend: Number.POSITIVE_INFINITY,
     async connect() {
       // The client connects lazily; a metadata request without topics proves the brokers answer.
-      await producer.metadata({ topics: [], autocreateTopics: false });
+      await failOnAuthentication(producer, producer.metadata({ topics: [], autocreateTopics: false }));
     },
     async partitionCount(topic) {
       try {
-        const metadata = await producer.metadata({ topics: [topic], autocreateTopics: false });
+        const metadata = await failOnAuthentication(
+          producer,
+          producer.metadata({ topics: [topic], autocreateTopics: false }),
+        );
         return metadata.topics.get(topic)?.partitionsCount;
       } catch (error) {
         if (isUnknownTopic(error)) return undefined;
@@ -99,6 +105,33 @@ export function platformaticProducer(producer: PlatformaticProducerLike): KafkaC
       await producer.initIdempotentProducer({});
     },
   };
+}
+
+/** The diagnostics channel on which @platformatic/kafka reports a failed connection attempt. */
+const CONNECT_ERRORS = 'tracing:plt:kafka:connections:connects:error';
+
+/**
+ * `operation`, or the error of a connection of `producer` that Kafka refused to authenticate,
+ * whichever comes first. The client retries a metadata request through such failures until it is
+ * closed (wrong credentials look like a broker that never answers); its diagnostics channel is
+ * where the reason shows. Only for metadata requests: abandoning a send the client keeps retrying
+ * would let the next send overtake it.
+ */
+function failOnAuthentication<T>(producer: PlatformaticProducerLike, operation: Promise<T>): Promise<T> {
+  const owner = producer.instanceId;
+  if (typeof owner !== 'number') return operation;
+  let listener: (message: unknown) => void = () => undefined;
+  const refused = new Promise<never>((_, reject) => {
+    listener = (message) => {
+      const { connection, error } = (message ?? {}) as {
+        connection?: { ownerId?: unknown };
+        error?: unknown;
+      };
+      if (connection?.ownerId === owner && authenticationFailure(error) !== undefined) reject(error);
+    };
+  });
+  diagnostics.subscribe(CONNECT_ERRORS, listener);
+  return Promise.race([operation, refused]).finally(() => diagnostics.unsubscribe(CONNECT_ERRORS, listener));
 }
 
 function toMessage(record: KafkaRecord): PlatformaticMessage {

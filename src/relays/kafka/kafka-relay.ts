@@ -13,7 +13,12 @@ import {
 } from '../../core/relay.js';
 import { withDeadline } from '../shared/deadline.js';
 import { KafkaSendError, laneOf, partitionId, type KafkaClientAdapter } from './kafka-client.js';
-import { classifySendFailure, describeKafkaError, kafkaErrorNames } from './kafka-errors.js';
+import {
+  authenticationFailure,
+  classifySendFailure,
+  describeKafkaError,
+  kafkaErrorNames,
+} from './kafka-errors.js';
 import {
   assignPartitions,
   draftRecords,
@@ -173,9 +178,12 @@ class KafkaRelay implements Relay {
         () => new Error(`no answer within ${metadataTimeout} ms`),
       );
     } catch (error) {
+      const refused = authenticationFailure(error);
       throw new OutboxerError(
         'RELAY_MISCONFIGURED',
-        `Kafka relay "${this.name}" could not reach Kafka through its ${adapter.client} producer: ${describeKafkaError(error)}. Check the producer's bootstrap brokers, credentials and that Kafka is running, or pass startupCheck: false to start without Kafka.`,
+        refused !== undefined
+          ? `Kafka relay "${this.name}": Kafka refused the SASL authentication of its ${adapter.client} producer (${refused}). The client said: ${describeKafkaError(error)}`
+          : `Kafka relay "${this.name}" could not reach Kafka through its ${adapter.client} producer: ${describeKafkaError(error)}. Check the producer's bootstrap brokers, credentials and that Kafka is running, or pass startupCheck: false to start without Kafka.`,
         { cause: error },
       );
     }

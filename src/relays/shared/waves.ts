@@ -6,8 +6,8 @@
  *
  * Shared by the relays whose destination takes many messages at once but may refuse some of them
  * independently: RabbitMQ (a wave per confirm round), NATS JetStream (a wave of PubAcks), Redis
- * Streams (a wave per pipeline) and SQS (a wave, there called a round, cut into SendMessageBatch
- * calls).
+ * Streams (a wave per pipeline), SQS (a wave, there called a round, cut into SendMessageBatch
+ * calls) and BullMQ (a wave per `addBulk` call).
  */
 import { DeliveryError } from '../../core/errors.js';
 import {
