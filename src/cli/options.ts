@@ -60,7 +60,7 @@ Options:
                            counts shows every recorded outbox)
   --table <name>           the message table, name or schema.name (default outboxer_messages)
   --schema <name>          the schema of the table (default: the search path; SQLite: main)
-  --partitions <n>         the outbox's partitions (default: read from <table>_config)
+  --partitions <n>         partitions of an outbox not recorded in <table>_config
   --on-dead <mode>         the outbox's onDead: park, continue, or auto (default), which
                            finds park from messages held behind a dead one
   --limit <n>              rows shown by pending, dead and blocked (default 100)

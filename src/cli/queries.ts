@@ -7,10 +7,10 @@
 import type { Dialect, SqlQuery } from '../core/database.js';
 import { companion, quoteName, type QualifiedName } from '../core/identifiers.js';
 
-/** Rows `outbox`, `partitions`, `ordering`, `on_dead` of `<table>_config`: outboxes a relaying node started. */
+/** Rows of `<table>_config` (`outbox` and the configuration's columns): outboxes a relaying node started. */
 export function recordedOutboxes(table: QualifiedName): SqlQuery {
   return {
-    text: `SELECT outbox, partitions, ordering, on_dead FROM ${quoteName(companion(table, 'config'))} ORDER BY outbox`,
+    text: `SELECT outbox, partitions, ordering, serialize_writes, on_dead FROM ${quoteName(companion(table, 'config'))} ORDER BY outbox`,
     values: [],
   };
 }

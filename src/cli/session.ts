@@ -3,6 +3,7 @@
  * one outbox from what the table records about it (`<table>_config`) and the command line.
  */
 import type { Row, SqlQuery } from '../core/database.js';
+import { parseRecordedConfiguration } from '../core/configuration.js';
 import { OutboxerError } from '../core/errors.js';
 import { parseTableName, type QualifiedName } from '../core/identifiers.js';
 import type { Ordering, Retention } from '../core/options.js';
@@ -15,7 +16,7 @@ import { CliError } from './usage-error.js';
 /** An outbox as the CLI knows it. */
 export interface OutboxTarget {
   readonly name: string;
-  /** From `--partitions` or `<table>_config`; `undefined` when neither says. */
+  /** From `<table>_config`, or `--partitions` for an outbox not recorded there; `undefined` when neither says. */
   readonly partitions: number | undefined;
   readonly ordering: Ordering;
   /** As recorded by the relaying nodes, when they recorded it. */
@@ -62,12 +63,12 @@ export class CliSession {
 
   /** Outboxes recorded in `<table>_config` (by relaying nodes at start()). */
   async recordedOutboxes(): Promise<OutboxTarget[]> {
-    this.recorded ??= (await this.execute(recordedOutboxes(this.table))).map((row) => ({
-      name: String(row.outbox),
-      partitions: this.options.partitions ?? Number(row.partitions),
-      ordering: String(row.ordering) as Ordering,
-      onDead: row.on_dead === 'park' ? 'park' : 'continue',
-    }));
+    // The recorded partitions win over --partitions: they are what the workers read, and what
+    // counts() finds orphans with.
+    this.recorded ??= (await this.execute(recordedOutboxes(this.table))).map((row) => {
+      const { partitions, ordering, onDead } = parseRecordedConfiguration(row);
+      return { name: String(row.outbox), partitions, ordering, onDead };
+    });
     return this.recorded;
   }
 

@@ -1,7 +1,7 @@
-import type { DatabaseAdapter, RecordedConfiguration } from './database.js';
+import type { DatabaseAdapter, RecordedConfiguration, Row } from './database.js';
 import { OutboxerError } from './errors.js';
 import type { Logger } from './logger.js';
-import type { ResolvedOutbox } from './options.js';
+import type { Ordering, ResolvedOutbox } from './options.js';
 
 type Adapter = DatabaseAdapter<never, boolean>;
 
@@ -18,10 +18,37 @@ export async function checkServerVersion(adapter: Adapter): Promise<void> {
   }
 }
 
+/** A row of `<table>_config` (`partitions`, `ordering`, `serialize_writes`, `on_dead`) as a configuration. */
+export function parseRecordedConfiguration(row: Row): RecordedConfiguration {
+  return {
+    partitions: Number(row.partitions),
+    ordering: String(row.ordering) as Ordering,
+    serializeWrites: row.serialize_writes === true || row.serialize_writes === 1,
+    onDead: row.on_dead === 'park' ? 'park' : 'continue',
+  };
+}
+
+/**
+ * The configuration the relaying nodes recorded for an outbox, or `undefined` when none did yet.
+ * What the workers actually read: `counts()` finds orphans with its `partitions`, as the CLI does.
+ */
+export async function readRecordedConfiguration(
+  adapter: Adapter,
+  outbox: Pick<ResolvedOutbox, 'table' | 'name'>,
+): Promise<RecordedConfiguration | undefined> {
+  const [row] = await adapter.execute(adapter.dialect.readConfiguration(outbox.table, outbox.name));
+  return row === undefined ? undefined : parseRecordedConfiguration(row);
+}
+
 /**
  * Checks this node's configuration of every outbox against the one recorded in the database
  * (and records it the first time): nodes that disagree on partitions, ordering or
  * serializeWrites write and read different partitions, and break the order.
+ *
+ * Nothing recorded yet: the configuration is inserted only if still absent, then read back and
+ * compared like any recorded one. Reading, then upserting, let two nodes with different settings
+ * that started together on a fresh table both find no row, both write, and both start. On Postgres
+ * the second insert waits for the first one's commit and then does nothing.
  */
 export async function checkConfigurations(
   adapter: Adapter,
@@ -36,22 +63,20 @@ export async function checkConfigurations(
       serializeWrites: outbox.serializeWrites,
       onDead: outbox.onDead,
     };
-    const [row] = await adapter.execute(dialect.readConfiguration(outbox.table, outbox.name));
-    if (row !== undefined) {
-      const recorded = {
-        partitions: Number(row.partitions),
-        ordering: String(row.ordering),
-        serializeWrites: row.serialize_writes === true || row.serialize_writes === 1,
-        onDead: String(row.on_dead ?? 'continue'),
-      };
-      const differences = describeDifferences(recorded, wanted);
-      if (differences.length === 0) continue;
-      await allowReconfiguration(adapter, outbox, differences, recorded.partitions);
-      logger.warn('outboxer: recording a new outbox configuration', {
-        outbox: outbox.name,
-        changes: differences.join('; '),
-      });
+    let recorded = await readRecordedConfiguration(adapter, outbox);
+    if (recorded === undefined) {
+      await adapter.execute(dialect.writeConfiguration(outbox.table, outbox.name, wanted, true));
+      // Ours, or the one a node starting at the same time recorded first. (Gone again only if
+      // someone deleted the row in between: then nothing disagrees with ours.)
+      recorded = (await readRecordedConfiguration(adapter, outbox)) ?? wanted;
     }
+    const differences = describeDifferences(recorded, wanted);
+    if (differences.length === 0) continue;
+    await allowReconfiguration(adapter, outbox, differences, recorded.partitions);
+    logger.warn('outboxer: recording a new outbox configuration', {
+      outbox: outbox.name,
+      changes: differences.join('; '),
+    });
     await adapter.execute(dialect.writeConfiguration(outbox.table, outbox.name, wanted));
   }
 }
@@ -86,19 +111,15 @@ async function allowReconfiguration(
  * `onDead` disagrees with the recorded one. Nothing recorded yet: nothing to disagree with.
  */
 export async function checkRecordedOnDead(adapter: Adapter, outbox: ResolvedOutbox): Promise<void> {
-  const [row] = await adapter.execute(adapter.dialect.readConfiguration(outbox.table, outbox.name));
-  const recorded = row?.on_dead;
-  if (recorded === undefined || recorded === null || recorded === outbox.onDead) return;
+  const recorded = (await readRecordedConfiguration(adapter, outbox))?.onDead;
+  if (recorded === undefined || recorded === outbox.onDead) return;
   throw new OutboxerError(
     'CONFIGURATION_MISMATCH',
     `Outbox "${outbox.name}" has onDead ${JSON.stringify(outbox.onDead)} here but ${JSON.stringify(recorded)} on the relaying nodes: reviving or discarding dead messages with the wrong mode would release or strand parked groups. Configure outboxes.${outbox.name}.onDead the same everywhere.`,
   );
 }
 
-function describeDifferences(
-  recorded: { partitions: number; ordering: string; serializeWrites: boolean; onDead: string },
-  wanted: RecordedConfiguration,
-): string[] {
+function describeDifferences(recorded: RecordedConfiguration, wanted: RecordedConfiguration): string[] {
   return (Object.keys(wanted) as Array<keyof RecordedConfiguration>)
     .filter((key) => recorded[key] !== wanted[key])
     .map(

@@ -209,7 +209,16 @@ export interface Dialect {
   counts(table: QualifiedName, outbox: string, partitions: number, upTo?: number): SqlQuery;
   /** The recorded configuration of an outbox: `partitions`, `ordering`, `serialize_writes`, `on_dead`, or no row. */
   readConfiguration(table: QualifiedName, outbox: string): SqlQuery;
-  writeConfiguration(table: QualifiedName, outbox: string, configuration: RecordedConfiguration): SqlQuery;
+  /**
+   * Records an outbox's configuration, replacing the recorded one; with `onlyIfAbsent`, only when
+   * none is recorded (of two nodes starting together on a fresh table, the first insert wins).
+   */
+  writeConfiguration(
+    table: QualifiedName,
+    outbox: string,
+    configuration: RecordedConfiguration,
+    onlyIfAbsent?: boolean,
+  ): SqlQuery;
   /** One row with `version`: the server version as a number (Postgres 150004, SQLite 3045001). */
   serverVersion(): SqlQuery;
   /** The oldest server version the SQL needs, in the same form, and its name for messages. */

@@ -1,5 +1,10 @@
 import { randomUUID } from 'node:crypto';
-import { checkConfigurations, checkRecordedOnDead, checkServerVersion } from './configuration.js';
+import {
+  checkConfigurations,
+  checkRecordedOnDead,
+  checkServerVersion,
+  readRecordedConfiguration,
+} from './configuration.js';
 import { settlesWithin } from './timing.js';
 import { OutboxCoordinator } from './coordinator.js';
 import type { DatabaseAdapter, InsertRow, Listener, MaybePromise, Row } from './database.js';
@@ -76,8 +81,10 @@ export interface Counts {
   delivered: number;
   dead: number;
   /**
-   * Pending messages in a partition at or above this instance's `partitions`, which no worker
-   * reads: left behind by lowering `partitions` on a live backlog. Part of `pending`.
+   * Pending messages in a partition at or above the `partitions` recorded by the relaying nodes
+   * (this instance's while none is recorded), which no worker reads: left behind by lowering
+   * `partitions` on a live backlog, or written by a publisher configured with more partitions than
+   * the relays. Part of `pending`.
    */
   orphaned: number;
   /** The last heartbeat of any node relaying this outbox, or `null` if none was ever seen. */
@@ -474,9 +481,10 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     if (upTo !== undefined && (!Number.isSafeInteger(upTo) || upTo < 1)) {
       throw invalidOption('upTo', 'a positive integer', upTo);
     }
-    const [row] = await this.adapter.execute(
-      this.adapter.dialect.counts(o.table, o.name, o.partitions, upTo),
-    );
+    // Orphans are judged by what the workers read: the recorded count, not this instance's.
+    const recorded = await readRecordedConfiguration(this.adapter as DatabaseAdapter<never, boolean>, o);
+    const partitions = recorded?.partitions ?? o.partitions;
+    const [row] = await this.adapter.execute(this.adapter.dialect.counts(o.table, o.name, partitions, upTo));
     const seen = row?.relay_seen_at;
     const oldest = row?.oldest_pending_at;
     const figures = {
@@ -495,11 +503,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       oldestPendingAt: toDate(oldest),
       exact: Object.values(figures).every((n) => n < cap),
     };
-    this.warnAbout(o, counts);
+    this.warnAbout(o, counts, partitions);
     return counts;
   }
 
-  private warnAbout(outbox: ResolvedOutbox, counts: Counts): void {
+  private warnAbout(outbox: ResolvedOutbox, counts: Counts, partitions: number): void {
     const silentFor = counts.relaySeenAt === null ? Infinity : Date.now() - counts.relaySeenAt.getTime();
     if (counts.pending > 0 && silentFor > 5 * this.settings.leaseTimeout) {
       this.logger.warn(
@@ -509,7 +517,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     }
     if (counts.orphaned > 0) {
       this.logger.warn(
-        `outboxer: ${counts.orphaned} pending messages sit in partitions >= ${outbox.partitions}, which no worker reads`,
+        `outboxer: ${counts.orphaned} pending messages sit in partitions >= ${partitions}, which no worker reads`,
         { outbox: outbox.name },
       );
     }

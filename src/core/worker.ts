@@ -592,8 +592,14 @@ export class PartitionWorker {
     return true;
   }
 
+  /**
+   * Until the next poll: the poll interval, or less when a retry falls due sooner, and never more
+   * than a third of the lease, which the round after the sleep renews: a long `pollInterval` (with
+   * `notify`, say) must not let the lease run out while the worker still counts on it.
+   */
   private async idleDelay(): Promise<number> {
-    const { adapter, outbox } = this.deps;
+    const { adapter, outbox, leaseTimeout } = this.deps;
+    const longest = Math.min(outbox.pollInterval, Math.max(10, Math.floor(leaseTimeout / 3)));
     const rows = await adapter.execute(
       adapter.dialect.nextRetryAt(outbox.table, outbox.name, this.partition),
     );

@@ -6,7 +6,15 @@
 import diagnostics from 'node:diagnostics_channel';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Outboxer, PermanentError, functionRelay, type Envelope, type OutboxOptions } from 'outboxer';
+import {
+  Outboxer,
+  PermanentError,
+  functionRelay,
+  hashGroupKey,
+  type DeliveryContext,
+  type Envelope,
+  type OutboxOptions,
+} from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { DATABASE_URL, postgresFixture, publishInTransaction } from '../support/databases.js';
 import { sleep, waitUntil } from '../support/random.js';
@@ -86,6 +94,29 @@ describe('one worker per partition across instances', () => {
     }
   });
 
+  test('an idle worker keeps its lease although pollInterval is longer than the lease', async () => {
+    const table = newTable();
+    const lost = listen('outboxer:lease:lost');
+    const node = instance(table, { pollInterval: 60_000, relay: functionRelay(async () => undefined) });
+    try {
+      await node.migrate();
+      await node.start();
+      const lease = async () =>
+        (await fixture.query(`SELECT owner, epoch, lease_until > now() AS live FROM ${table}_leases`))[0];
+      await waitUntil(async () => (await lease()) !== undefined, 5_000, 'the lease');
+      const first = await lease();
+      // Five lease periods (600 ms each) without a message: the lease is renewed, never lapses.
+      for (let i = 0; i < 10; i += 1) {
+        await sleep(300);
+        expect(await lease()).toEqual({ ...first, live: true });
+      }
+      expect(lost.events).toEqual([]);
+    } finally {
+      lost.stop();
+      await node.stop();
+    }
+  });
+
   test('partitions spread across live instances, and move to the survivors when one stops', async () => {
     const table = newTable();
     const relay = functionRelay(async () => undefined);
@@ -142,13 +173,74 @@ describe('NOTIFY', () => {
     }
   });
 
+  test('a wake-up reaches whichever of two relaying nodes owns the partition, from a publish-only node', async () => {
+    const table = newTable();
+    const received: Array<{ node: string; partition: number; id: number; at: number }> = [];
+    const relayFor = (node: string) =>
+      functionRelay(
+        async (m: Envelope, context: DeliveryContext) =>
+          void received.push({ node, partition: context.partition, id: m.id, at: Date.now() }),
+      );
+    const options = { notify: true, partitions: 2, pollInterval: 60_000 };
+    // Heartbeats every second: a busy machine does not make a node look gone and its share move.
+    const nodes = ['x', 'y'].map((node) =>
+      instance(table, { ...options, relay: relayFor(node) }, { leaseTimeout: 3000 }),
+    );
+    const publisher = instance(table, { notify: true, partitions: 2 }, { relay: false });
+    // Two group keys per partition, so each transaction writes to both.
+    const keys = [0, 1].flatMap((partition) =>
+      Array.from({ length: 200 }, (_, i) => `order:${i}`)
+        .filter((key) => hashGroupKey(key) % 2 === partition)
+        .slice(0, 2),
+    );
+    try {
+      await publisher.migrate();
+      for (const node of nodes) await node.start();
+      // Not `lease_until > now()`: an idle worker renews its lease only between its sleeps of
+      // pollInterval, so with a minute-long pollInterval the lease rows lapse while it waits.
+      await waitUntil(
+        async () =>
+          (await fixture.query(`SELECT DISTINCT owner FROM ${table}_leases WHERE partition IN (0, 1)`))
+            .length === 2,
+        15_000,
+        'one partition per node',
+      );
+      await sleep(300); // the new owner's first poll found nothing; the next one is a minute away
+      for (let round = 1; round <= 3; round += 1) {
+        const committed = Date.now();
+        const ids = await publishInTransaction(
+          fixture,
+          publisher,
+          keys.map((groupKey) => ({ outbox: 'events', payload: round, groupKey })),
+        );
+        await waitUntil(
+          () => ids.every((id) => received.some((r) => r.id === id)),
+          5000,
+          `round ${round} to be picked up`,
+        );
+        for (const id of ids) expect(received.find((r) => r.id === id)!.at - committed).toBeLessThan(2000);
+      }
+      // Each partition was delivered by one node, and each node delivered one partition.
+      const owners = new Map<number, Set<string>>();
+      for (const r of received) owners.set(r.partition, (owners.get(r.partition) ?? new Set()).add(r.node));
+      expect([...owners.keys()].sort()).toEqual([0, 1]);
+      expect([...owners.values()].map((n) => n.size)).toEqual([1, 1]);
+      expect(new Set([...owners.values()].flatMap((n) => [...n])).size).toBe(2);
+    } finally {
+      await Promise.all(nodes.map((n) => n.stop()));
+    }
+  });
+
   test('one notification per transaction and partition, with the instance name in the payload', async () => {
     const table = newTable();
     const node = instance(table, { notify: true, partitions: 2 }, { relay: false, name: 'shop' });
     const client = new pg.Client({ connectionString: DATABASE_URL });
     const payloads: string[] = [];
     await client.connect();
-    client.on('notification', (message) => payloads.push(message.payload ?? ''));
+    // The channel is shared by every test file on this database: keep this instance's payloads.
+    client.on('notification', (message) => {
+      if (message.payload?.startsWith('shop:')) payloads.push(message.payload);
+    });
     await client.query('LISTEN outboxer');
     try {
       await node.migrate();
@@ -160,6 +252,38 @@ describe('NOTIFY', () => {
       await waitUntil(() => payloads.length >= 2, 5000, 'the notifications');
       await sleep(100);
       expect(payloads.sort()).toEqual(['shop:events:0', 'shop:events:1']);
+    } finally {
+      await client.end();
+    }
+  });
+
+  test('several publish() calls in one transaction still send one notification per partition', async () => {
+    const table = newTable();
+    const node = instance(table, { notify: true, partitions: 2 }, { relay: false, name: 'shop' });
+    const client = new pg.Client({ connectionString: DATABASE_URL });
+    const payloads: string[] = [];
+    await client.connect();
+    // The channel is shared by every test file on this database: keep this instance's payloads.
+    client.on('notification', (message) => {
+      if (message.payload?.startsWith('shop:')) payloads.push(message.payload);
+    });
+    await client.query('LISTEN outboxer');
+    const publishSeveral = (from: number, count: number) =>
+      fixture.transaction(async (tx) => {
+        for (let i = from; i < from + count; i += 1)
+          await node.publish(tx as never, 'events', i, { groupKey: `g${i}` });
+      });
+    try {
+      await node.migrate();
+      await publishSeveral(0, 20);
+      await waitUntil(() => payloads.length >= 2, 5000, 'the notifications');
+      await sleep(100);
+      expect([...payloads].sort()).toEqual(['shop:events:0', 'shop:events:1']);
+      // Per transaction, not once for good: the next transaction notifies again.
+      await publishSeveral(20, 20);
+      await waitUntil(() => payloads.length >= 4, 5000, "the second transaction's notifications");
+      await sleep(100);
+      expect(payloads.slice(2).sort()).toEqual(['shop:events:0', 'shop:events:1']);
     } finally {
       await client.end();
     }

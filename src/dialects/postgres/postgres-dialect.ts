@@ -462,11 +462,19 @@ function readConfiguration(table: QualifiedName, outbox: string): SqlQuery {
   };
 }
 
-function writeConfiguration(table: QualifiedName, outbox: string, c: RecordedConfiguration): SqlQuery {
+function writeConfiguration(
+  table: QualifiedName,
+  outbox: string,
+  c: RecordedConfiguration,
+  onlyIfAbsent = false,
+): SqlQuery {
   const config = quoteName(companion(table, 'config'));
+  const conflict = onlyIfAbsent
+    ? 'DO NOTHING'
+    : 'DO UPDATE SET partitions = EXCLUDED.partitions, ordering = EXCLUDED.ordering, serialize_writes = EXCLUDED.serialize_writes, on_dead = EXCLUDED.on_dead, updated_at = now()';
   return {
     text: `INSERT INTO ${config} (outbox, partitions, ordering, serialize_writes, on_dead, updated_at) VALUES ($1, $2, $3, $4, $5, now())
-ON CONFLICT (outbox) DO UPDATE SET partitions = EXCLUDED.partitions, ordering = EXCLUDED.ordering, serialize_writes = EXCLUDED.serialize_writes, on_dead = EXCLUDED.on_dead, updated_at = now()`,
+ON CONFLICT (outbox) ${conflict}`,
     values: [outbox, c.partitions, c.ordering, c.serializeWrites, c.onDead],
   };
 }

@@ -274,10 +274,18 @@ function readConfiguration(table: QualifiedName, outbox: string): SqlQuery {
   };
 }
 
-function writeConfiguration(table: QualifiedName, outbox: string, c: RecordedConfiguration): SqlQuery {
+function writeConfiguration(
+  table: QualifiedName,
+  outbox: string,
+  c: RecordedConfiguration,
+  onlyIfAbsent = false,
+): SqlQuery {
+  const conflict = onlyIfAbsent
+    ? 'DO NOTHING'
+    : 'DO UPDATE SET partitions = excluded.partitions, ordering = excluded.ordering, serialize_writes = excluded.serialize_writes, on_dead = excluded.on_dead, updated_at = excluded.updated_at';
   return {
     text: `INSERT INTO ${quoteName(companion(table, 'config'))} (outbox, partitions, ordering, serialize_writes, on_dead, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-ON CONFLICT (outbox) DO UPDATE SET partitions = excluded.partitions, ordering = excluded.ordering, serialize_writes = excluded.serialize_writes, on_dead = excluded.on_dead, updated_at = excluded.updated_at`,
+ON CONFLICT (outbox) ${conflict}`,
     values: [outbox, c.partitions, c.ordering, c.serializeWrites ? 1 : 0, c.onDead, Date.now()],
   };
 }
