@@ -5,6 +5,11 @@ import type { Ordering } from './options.js';
 export interface SqlQuery {
   readonly text: string;
   readonly values: readonly unknown[];
+  /**
+   * One of the few fixed texts the relay runs batch after batch (poll, acknowledge, settle, lease
+   * renewal): an adapter that can may send it as a prepared statement, planned once per connection.
+   */
+  readonly prepare?: boolean;
 }
 
 export type Row = Record<string, unknown>;
@@ -103,6 +108,12 @@ export interface PollParams {
   readonly dueBefore: Date | null | 'infinity';
   /** `onDead: 'park'`: a dead message blocks its group like a retrying one. */
   readonly parkDead: boolean;
+  /**
+   * Ids the poll leaves out whichever branch would return them: messages in flight (being
+   * delivered, or acknowledged by the same statement, whose snapshot still shows them). Only
+   * dialects with {@link Dialect.acknowledgeAndPoll} take it; others refuse it.
+   */
+  readonly exclude?: readonly number[];
 }
 
 export interface PollWatch {
@@ -182,16 +193,11 @@ export interface Dialect {
   /**
    * Optional, where a round trip costs more than the statement (a server database): an
    * acknowledge-only settle (everything delivered, nothing failed, no group unblocked) and the next
-   * poll in one statement. The poll's `afterId` is at or above every acknowledged ready id;
-   * `acknowledgedRetries` are the acknowledged ids that were retries. Returns the poll's rows with
-   * `lease_epoch`, one row of nulls but `lease_epoch` when the poll is empty, none when the lease was lost.
+   * poll in one statement. The poll's `exclude` must hold every acknowledged id. Returns the poll's
+   * rows with `lease_epoch`, one row of nulls but `lease_epoch` when the poll is empty, none when
+   * the lease was lost. The engine also relies on it to poll while a batch is being delivered.
    */
-  acknowledgeAndPoll?(
-    table: QualifiedName,
-    settle: SettleParams,
-    poll: PollParams,
-    acknowledgedRetries: readonly number[],
-  ): SqlQuery;
+  acknowledgeAndPoll?(table: QualifiedName, settle: SettleParams, poll: PollParams): SqlQuery;
   acquireLease(table: QualifiedName, params: AcquireParams): SqlQuery;
   renewLease(table: QualifiedName, lease: LeaseToken, ttl: number): SqlQuery;
   releaseLease(table: QualifiedName, lease: LeaseToken): SqlQuery;

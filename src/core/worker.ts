@@ -29,8 +29,10 @@ export interface WorkerDeps {
 export interface RoundResult {
   /** No message could be delivered now. */
   readonly idle: boolean;
-  /** The next round's poll, made with this round's acknowledgement (see {@link RoundOptions.pollAhead}). */
+  /** The next round's poll, made while this round delivered (see {@link RoundOptions.pipeline}). */
   readonly next?: readonly Row[];
+  /** This round's acknowledge-only settlement, left for the next round to write with its poll. */
+  readonly deferred?: Settlement;
   /** The poll returned a full page of ready messages: poll again at once. */
   readonly full: boolean;
   readonly leaseLost: boolean;
@@ -104,12 +106,16 @@ export interface RoundOptions {
   readonly dueBefore: PollParams['dueBefore'];
   readonly signal: AbortSignal;
   /**
-   * Poll the next batch with the acknowledgement, in one statement, where the dialect can and the
-   * backlog goes on: the caller then passes {@link RoundResult.next} to the next round.
+   * While a backlog drains, and where the dialect can (`acknowledgeAndPoll`), poll the next batch
+   * while this one is delivered, in one statement with the previous batch's acknowledgement: the
+   * database works while the relay does. The caller passes {@link RoundResult.next} and
+   * {@link RoundResult.deferred} to the next round, and writes a deferred settlement it is left with.
    */
-  readonly pollAhead?: boolean;
-  /** Rows a previous round polled with its acknowledgement: used instead of polling. */
+  readonly pipeline?: boolean;
+  /** Rows a previous round polled while it delivered: used instead of polling. */
   readonly polled?: readonly Row[];
+  /** The previous round's acknowledge-only settlement, not written yet. */
+  readonly deferred?: Settlement;
 }
 
 /** One round: poll, hold blocked rows, deliver, settle. */
@@ -122,49 +128,147 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
     options.polled ?? (await adapter.execute(dialect.poll(outbox.table, pollParams(deps, options))));
   const start = pollStart(rows);
   if (start !== undefined) cursor.polled(start.afterId);
-  const polled = await decode(deps, rows);
-  const ready = polled.filter((m) => m.status === 0);
-  const full = ready.length >= limit;
-
+  const polled = readPolled(rows);
+  const full = polled.filter((m) => m.status === Status.ready).length >= limit;
   const blocked = polled.filter((m) => m.blocked);
-  const batch = polled.filter((m) => !m.blocked).slice(0, limit);
-  advanceCursor(cursor, polled, batch, full, start?.inFlight);
-  if (blocked.length > 0) {
-    const groups = [...new Set(blocked.map((m) => m.groupKey!))];
-    const held = await adapter.execute(
-      dialect.hold(
-        outbox.table,
-        outbox.name,
-        blocked.map((m) => m.id),
-        groups,
-        outbox.onDead === 'park',
-      ),
-    );
-    // A row whose blocking head went away meanwhile stays ready: poll it again.
-    const heldIds = new Set(held.map((row) => Number(row.id)));
-    rewindBefore(
-      cursor,
-      blocked.filter((m) => !heldIds.has(m.id)),
-    );
+  const chosen = polled.filter((m) => !m.blocked).slice(0, limit);
+  advanceCursor(cursor, polled, chosen, full, start?.inFlight);
+  if (blocked.length > 0) await hold(deps, cursor, blocked);
+  if (chosen.length === 0 || options.signal.aborted) {
+    const written = options.deferred === undefined || (await settle(deps, options, options.deferred));
+    return { idle: chosen.length === 0, full, leaseLost: !written, settlement: undefined };
   }
-  if (batch.length === 0) return { idle: true, full, leaseLost: false, settlement: undefined };
-  if (options.signal.aborted) return { idle: false, full, leaseLost: false, settlement: undefined };
 
+  // The database's share of the round (writing the previous batch's acknowledgement, polling the
+  // next batch) starts before this batch's payloads are parsed, and runs while the relay delivers.
+  const database = watchFailure(
+    databaseWork(
+      deps,
+      options,
+      chosen.map((m) => m.id),
+      full,
+    ),
+  );
+  const batch = await decode(deps, chosen);
   // A large batch: let the loop breathe between decoding it, the relay's work and the settle.
   if (batch.length > DECODE_SLICE) await yieldToLoop();
   const settlement = await deliver(deps, options, batch);
+  const concurrent = await database.settled();
+  if (!concurrent.leaseHeld) return { idle: false, full, leaseLost: true, settlement };
   if (settlement === undefined) return { idle: false, full, leaseLost: false, settlement };
   if (batch.length > DECODE_SLICE) await yieldToLoop();
   // Messages left untouched behind a failure of their group stay ready, below the cursor.
   rewindBefore(cursor, settlement.skipped);
-  const settled = await settle(deps, options, settlement, full);
-  if (settled === undefined) return { idle: false, full, leaseLost: true, settlement };
+  const next = concurrent.next;
+  if (next !== undefined && isAcknowledgeOnly(settlement) && settlement.skipped.length === 0) {
+    return { idle: false, full: true, leaseLost: false, settlement, next, deferred: settlement };
+  }
+  // The next batch was polled before this one's outcome was known: it may hold later messages of
+  // a group that failed or was skipped here. Drop it; its rows stay ready, and the cursor goes back
+  // before them.
+  if (next !== undefined) rewindBefore(cursor, readPolled(next));
+  if (!(await settle(deps, options, settlement))) return { idle: false, full, leaseLost: true, settlement };
+  return { idle: false, full: full || settlement.delivered.length > 0, leaseLost: false, settlement };
+}
+
+/** What a round needs of a polled row before it parses the payload. */
+interface PolledRow {
+  readonly id: number;
+  readonly status: number;
+  readonly blocked: boolean;
+  readonly groupKey: string | null;
+  readonly row: Row;
+}
+
+/** Where a message stands, as the cursor sees it. */
+type Positioned = Pick<PolledRow, 'id' | 'status' | 'blocked'>;
+
+/** The message rows of a poll (not its row of nulls), without parsing payloads. */
+function readPolled(rows: readonly Row[]): PolledRow[] {
+  const polled: PolledRow[] = [];
+  for (const row of rows) {
+    if (row.id === null || row.id === undefined) continue;
+    polled.push({
+      id: Number(row.id),
+      status: Number(row.status),
+      blocked: row.blocked === true || row.blocked === 1,
+      groupKey: (row.group_key as string | null) ?? null,
+      row,
+    });
+  }
+  return polled;
+}
+
+/** Moves ready rows behind a retrying (or parked) head of their group to `held`. */
+async function hold(deps: WorkerDeps, cursor: PollCursor, blocked: readonly PolledRow[]): Promise<void> {
+  const { adapter, outbox } = deps;
+  const groups = [...new Set(blocked.map((m) => m.groupKey!))];
+  const held = await adapter.execute(
+    adapter.dialect.hold(
+      outbox.table,
+      outbox.name,
+      blocked.map((m) => m.id),
+      groups,
+      outbox.onDead === 'park',
+    ),
+  );
+  // A row whose blocking head went away meanwhile stays ready: poll it again.
+  const heldIds = new Set(held.map((row) => Number(row.id)));
+  rewindBefore(
+    cursor,
+    blocked.filter((m) => !heldIds.has(m.id)),
+  );
+}
+
+/** What the database did while the relay delivered: whether the lease held, and the next batch's rows. */
+interface ConcurrentWork {
+  readonly leaseHeld: boolean;
+  readonly next?: readonly Row[];
+}
+
+/**
+ * Starts the statement that runs during delivery: the previous batch's deferred acknowledgement
+ * with the next poll (a full batch, on a dialect that can), or the acknowledgement alone, or the
+ * poll alone. The poll leaves out the ids of both batches, which its snapshot may still show.
+ */
+async function databaseWork(
+  deps: WorkerDeps,
+  options: RoundOptions,
+  batchIds: readonly number[],
+  full: boolean,
+): Promise<ConcurrentWork> {
+  const { adapter, outbox } = deps;
+  const { dialect } = adapter;
+  const deferred = options.deferred;
+  const ahead = full && options.pipeline === true && dialect.acknowledgeAndPoll !== undefined;
+  if (!ahead) {
+    return { leaseHeld: deferred === undefined || (await settle(deps, options, deferred)) };
+  }
+  const exclude = [...(deferred?.delivered ?? []).map((m) => m.id), ...batchIds];
+  const poll: PollParams = { ...pollParams(deps, options), exclude };
+  if (deferred === undefined)
+    return { leaseHeld: true, next: await adapter.execute(dialect.poll(outbox.table, poll)) };
+  const rows = await adapter.execute(
+    dialect.acknowledgeAndPoll!(outbox.table, settleParams(deps, options.lease, deferred), poll),
+  );
+  return rows.length === 0 ? { leaseHeld: leaseLost(deps, options.lease) } : { leaseHeld: true, next: rows };
+}
+
+/**
+ * A promise awaited only after the relay's work: marked as handled at once, so that a failure
+ * meanwhile is not reported as unhandled, and rethrown when awaited.
+ */
+function watchFailure<T>(promise: Promise<T>): { settled(): Promise<T> } {
+  const outcome = promise.then(
+    (value) => ({ value }),
+    (error: unknown) => ({ error }),
+  );
   return {
-    idle: false,
-    full: full || settlement.delivered.length > 0,
-    leaseLost: false,
-    settlement,
-    ...(settled.next === undefined ? {} : { next: settled.next }),
+    async settled() {
+      const result = await outcome;
+      if ('error' in result) throw result.error;
+      return result.value;
+    },
   };
 }
 
@@ -173,14 +277,13 @@ const DECODE_SLICE = 200;
 
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
 
-async function decode(deps: WorkerDeps, rows: readonly Row[]): Promise<PolledEnvelope[]> {
+async function decode(deps: WorkerDeps, polled: readonly PolledRow[]): Promise<PolledEnvelope[]> {
   const { dialect } = deps.adapter;
   const envelopes: PolledEnvelope[] = [];
-  for (let start = 0; start < rows.length; start += DECODE_SLICE) {
+  for (let start = 0; start < polled.length; start += DECODE_SLICE) {
     if (start > 0) await yieldToLoop();
-    for (const row of rows.slice(start, start + DECODE_SLICE)) {
-      if (row.id !== null && row.id !== undefined) envelopes.push(dialect.toEnvelope(row, deps.outbox.name));
-    }
+    const end = Math.min(polled.length, start + DECODE_SLICE);
+    for (let i = start; i < end; i += 1) envelopes.push(dialect.toEnvelope(polled[i]!.row, deps.outbox.name));
   }
   return envelopes;
 }
@@ -206,8 +309,8 @@ function pollStart(rows: readonly Row[]): { afterId: number; inFlight: string[] 
 
 function advanceCursor(
   cursor: PollCursor,
-  polled: PolledEnvelope[],
-  batch: PolledEnvelope[],
+  polled: readonly Positioned[],
+  batch: readonly Positioned[],
   full: boolean,
   inFlight: readonly string[] = [],
 ): void {
@@ -222,7 +325,7 @@ function advanceCursor(
   cursor.advance(leftOut.length > 0 ? Math.min(...leftOut.map((m) => m.id)) - 1 : lastReady, inFlight);
 }
 
-function rewindBefore(cursor: PollCursor, messages: readonly PolledEnvelope[]): void {
+function rewindBefore(cursor: PollCursor, messages: readonly Positioned[]): void {
   const ready = messages.filter((m) => m.status === 0);
   if (ready.length > 0) cursor.rewind(Math.min(...ready.map((m) => m.id)) - 1);
 }
@@ -334,68 +437,47 @@ function publicEnvelope(m: PolledEnvelope): Envelope {
   return envelope;
 }
 
-/**
- * Writes the settlement in one transaction fenced on the lease; undefined when the lease was lost.
- * While a backlog drains, an acknowledge-only settle also polls the next batch (`next`): one round
- * trip a batch instead of two.
- */
-async function settle(
-  deps: WorkerDeps,
-  options: RoundOptions,
-  settlement: Settlement,
-  full: boolean,
-): Promise<{ next?: Row[] } | undefined> {
-  const { adapter, outbox } = deps;
-  const { lease, cursor } = options;
-  const params: SettleParams = {
+function settleParams(deps: WorkerDeps, lease: LeaseToken, settlement: Settlement): SettleParams {
+  return {
     lease,
     delivered: settlement.delivered.map((m) => m.id),
     failed: settlement.failed,
     unblockedGroups: settlement.unblockedGroups,
-    keep: outbox.retention !== 'delete',
+    keep: deps.outbox.retention !== 'delete',
     ttl: deps.leaseTimeout,
-    parkDead: outbox.onDead === 'park',
+    parkDead: deps.outbox.onDead === 'park',
   };
-  const ahead = full && options.pollAhead === true ? pollAheadParams(deps, options, settlement) : undefined;
-  if (ahead !== undefined) {
-    const rows = await adapter.execute(
-      adapter.dialect.acknowledgeAndPoll!(outbox.table, params, ahead.poll, ahead.acknowledgedRetries),
-    );
-    if (rows.length === 0) return leaseLost(deps, lease);
-    return { next: rows }; // the next round reads where the poll started from its first row
-  }
-  const statements = adapter.dialect.settle(outbox.table, params);
+}
+
+/** Everything delivered, nothing failed, no group unblocked: the acknowledgement can ride on a poll. */
+function isAcknowledgeOnly(settlement: Settlement): boolean {
+  return (
+    settlement.failed.length === 0 &&
+    settlement.unblockedGroups.length === 0 &&
+    settlement.delivered.length > 0
+  );
+}
+
+/** Writes the settlement in one transaction fenced on the lease; false when the lease was lost. */
+async function settle(
+  deps: WorkerDeps,
+  options: Pick<RoundOptions, 'lease' | 'cursor'>,
+  settlement: Settlement,
+): Promise<boolean> {
+  const { lease } = options;
+  const { adapter, outbox } = deps;
+  const statements = adapter.dialect.settle(outbox.table, settleParams(deps, lease, settlement));
   // One statement (the common case) runs on its own: no BEGIN/COMMIT round trips.
   const results =
     statements.length === 1
       ? [await adapter.execute(statements[0]!)]
       : await adapter.executeAtomically(statements);
   if (results[0]!.length === 0) return leaseLost(deps, lease);
-  reportSettlement(deps, lease, settlement, results, cursor);
-  return {};
+  reportSettlement(deps, lease, settlement, results, options.cursor);
+  return true;
 }
 
-/**
- * The next poll, when it can ride on this acknowledgement: the dialect can, nothing failed or
- * unblocked (those need their own statements), and the cursor is past every acknowledged ready
- * row, which the statement's snapshot still shows (the retried ones are excluded by id).
- */
-function pollAheadParams(
-  deps: WorkerDeps,
-  options: RoundOptions,
-  settlement: Settlement,
-): { poll: PollParams; acknowledgedRetries: number[] } | undefined {
-  if (deps.adapter.dialect.acknowledgeAndPoll === undefined) return undefined;
-  if (settlement.failed.length > 0 || settlement.unblockedGroups.length > 0) return undefined;
-  if (settlement.delivered.length === 0) return undefined;
-  const poll = pollParams(deps, options);
-  const ready = settlement.delivered.filter((m) => m.status === Status.ready).map((m) => m.id);
-  if (ready.length > 0 && Math.max(...ready) > poll.afterId) return undefined;
-  const acknowledgedRetries = settlement.delivered.filter((m) => m.status !== Status.ready).map((m) => m.id);
-  return { poll, acknowledgedRetries };
-}
-
-function leaseLost(deps: WorkerDeps, lease: LeaseToken): undefined {
+function leaseLost(deps: WorkerDeps, lease: LeaseToken): false {
   const { outbox } = deps;
   emit(channels.leaseLost, () => ({
     instance: deps.instance,
@@ -407,7 +489,7 @@ function leaseLost(deps: WorkerDeps, lease: LeaseToken): undefined {
     outbox: outbox.name,
     partition: lease.partition,
   });
-  return undefined;
+  return false;
 }
 
 /** Telemetry of a written settlement; moves the cursor back before rows released from `held`. */
@@ -522,6 +604,7 @@ export class PartitionWorker {
     const { outbox, logger } = this.deps;
     let failures = 0;
     let polled: readonly Row[] | undefined;
+    let deferred: Settlement | undefined;
     while (!this.stopping) {
       try {
         const round = await runRound(this.deps, {
@@ -529,12 +612,14 @@ export class PartitionWorker {
           cursor: this.cursor,
           dueBefore: null,
           signal: this.stopController.signal,
-          pollAhead: true,
+          pipeline: true,
           ...(polled === undefined ? {} : { polled }),
+          ...(deferred === undefined ? {} : { deferred }),
         });
         polled = round.next;
-        // The next batch arrived with this one's acknowledgement: yield before decoding and
-        // delivering it, so that the two do not run as one long stretch of the event loop.
+        deferred = round.deferred;
+        // The next batch arrived with this one's settlement: yield before decoding and delivering
+        // it, so that the two do not run as one long stretch of the event loop.
         if (polled !== undefined) await yieldToLoop();
         failures = 0;
         if (round.settlement !== undefined && !round.leaseLost) this.lastRenewed = Date.now();
@@ -546,11 +631,12 @@ export class PartitionWorker {
         if (!(await this.renewIfDue())) return;
         await this.sleep(await this.idleDelay());
       } catch (error) {
-        // Database down or a statement failed: log, back off, try again. Nothing was acknowledged,
-        // so the next poll starts from the beginning: the cursor may already be past rows this
-        // round neither delivered nor held.
+        // Database down or a statement failed: log, back off, try again. What was not acknowledged
+        // (a deferred settlement included) is delivered again, so the next poll starts from the
+        // beginning: the cursor may already be past rows this round neither delivered nor held.
         this.cursor.restart();
         polled = undefined;
+        deferred = undefined;
         failures += 1;
         emit(channels.error, () => ({
           instance: this.deps.instance,
@@ -569,6 +655,21 @@ export class PartitionWorker {
           return;
         }
       }
+    }
+    if (deferred !== undefined) await this.writeOnStop(deferred);
+  }
+
+  /** Stopping with a delivered batch whose acknowledgement was to ride on the next poll: write it. */
+  private async writeOnStop(settlement: Settlement): Promise<void> {
+    try {
+      await settle(this.deps, { lease: this.lease, cursor: this.cursor }, settlement);
+    } catch (error) {
+      // Not acknowledged: the partition's next owner delivers the batch again.
+      this.deps.logger.error('outboxer: acknowledging the last batch failed on stop', {
+        outbox: this.deps.outbox.name,
+        partition: this.partition,
+        error: describeError(error, 500),
+      });
     }
   }
 
@@ -604,10 +705,10 @@ export class PartitionWorker {
       adapter.dialect.nextRetryAt(outbox.table, outbox.name, this.partition),
     );
     const next = rows[0]?.next_attempt_at;
-    if (next === null || next === undefined) return outbox.pollInterval;
+    if (next === null || next === undefined) return longest;
     const now = rows[0]!.now instanceof Date ? (rows[0]!.now as Date).getTime() : Date.now();
     const dueIn = (next instanceof Date ? next.getTime() : Number(next)) - now;
-    return Math.max(0, Math.min(outbox.pollInterval, dueIn));
+    return Math.max(0, Math.min(longest, dueIn));
   }
 
   private sleep(ms: number): Promise<void> {
