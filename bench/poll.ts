@@ -454,7 +454,7 @@ async function pruneRow(ctx: BenchContext): Promise<void> {
       met: judge(ctx, oursRate >= 550_000),
     },
     spec: '550,000 rows/s',
-    note: `${count.toLocaleString('en-US')} delivered rows older than the window, pruned by Outboxer.prune() in its batches of 10,000, each deleted by primary key (\`id = ANY(ARRAY(SELECT …))\`); median of ${trials}.`,
+    note: `${count.toLocaleString('en-US')} delivered rows older than the window, pruned by Outboxer.prune() in its batches of 10,000, each deleted by physical position (\`ctid = ANY(ARRAY(SELECT ctid …))\`); median of ${trials}.`,
   });
   await dropTables(pool, PRUNE);
 }
