@@ -241,17 +241,20 @@ UNION ALL
  ORDER BY outbox, partition, id LIMIT ${limitOf($)})`;
   }
   // Ready messages of a group whose head waits for a retry are flagged `blocked`; the engine moves
-  // them to `held` so later polls never step over them. The EXISTS probes the tiny index
+  // them to `held` so later polls never step over them. The probe reads the tiny index
   // (outbox, group_key) WHERE status IN (1, 3), and only when the outbox has a blocking message at
   // all (one probe of `_retry`, or `_dead` when dead heads park their group): a drain without
   // failures skips a probe per row. Evaluated on the same snapshot, the first test cannot miss a
-  // head the second would find.
+  // head the second would find. The probe is a scalar subquery, not EXISTS: the planner, which
+  // cannot see the LIMIT, expects a thousand rows and would turn an EXISTS into one hashed pass
+  // over every blocking message of the outbox (2.4 times the cost of an unblocked poll with 2,000
+  // blocked groups); a scalar subquery is never hashed and stays one index probe per row.
   const anyBlocking = params.parkDead
     ? `(SELECT EXISTS (SELECT 1 FROM ${messages} r WHERE r.outbox = ${$.outbox} AND r.status = 1) OR EXISTS (SELECT 1 FROM ${messages} d WHERE d.outbox = ${$.outbox} AND d.status = 3))`
     : `(SELECT EXISTS (SELECT 1 FROM ${messages} r WHERE r.outbox = ${$.outbox} AND r.status = 1))`;
   const blocked =
     params.ordering === 'group'
-      ? `(m.group_key IS NOT NULL AND ${anyBlocking} AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blocking(params.parkDead, 'h.status')}))`
+      ? `(m.group_key IS NOT NULL AND ${anyBlocking} AND COALESCE((SELECT true FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blocking(params.parkDead, 'h.status')} LIMIT 1), false))`
       : 'false';
   return `SELECT ${COLUMNS}, blocked FROM (
   (SELECT m.*, false AS blocked FROM ${messages} m
