@@ -28,7 +28,23 @@ export function topicAdmin() {
       maxMessageBytes === undefined ? [] : [{ name: 'max.message.bytes', value: String(maxMessageBytes) }];
     await admin.createTopics({ topics: [topic], partitions, replicas: 1, configs });
     topics.push(topic);
+    await leadersElected(topic);
     return topic;
+  }
+  /**
+   * A topic just created may answer a first send with NOT_LEADER_OR_FOLLOWER, which the relays
+   * rightly retry: tests that expect a first send's own outcome wait until every partition has a
+   * leader.
+   */
+  async function leadersElected(topic: string): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    while (Date.now() < deadline) {
+      const metadata = await admin.metadata({ topics: [topic], forceUpdate: true }).catch(() => undefined);
+      const partitions = metadata?.topics.get(topic)?.partitions ?? [];
+      if (partitions.length > 0 && partitions.every((p) => p !== undefined && p.leader >= 0)) return;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    throw new Error(`topic ${topic} has no leader for every partition after 15 s`);
   }
   return { admin, createTopic };
 }
