@@ -177,7 +177,7 @@ export interface Dialect {
   /** Moves ready messages of blocked groups out of the poll's way (`held`), re-checking the block. */
   hold(
     table: QualifiedName,
-    outbox: string,
+    lease: LeaseToken,
     ids: readonly number[],
     groups: readonly string[],
     parkDead: boolean,

@@ -133,7 +133,7 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   const blocked = polled.filter((m) => m.blocked);
   const chosen = polled.filter((m) => !m.blocked).slice(0, limit);
   advanceCursor(cursor, polled, chosen, full, start?.inFlight);
-  if (blocked.length > 0) await hold(deps, cursor, blocked);
+  if (blocked.length > 0) await hold(deps, options, blocked);
   if (chosen.length === 0 || options.signal.aborted) {
     const written = options.deferred === undefined || (await settle(deps, options, options.deferred));
     return { idle: chosen.length === 0, full, leaseLost: !written, settlement: undefined };
@@ -200,13 +200,18 @@ function readPolled(rows: readonly Row[]): PolledRow[] {
 }
 
 /** Moves ready rows behind a retrying (or parked) head of their group to `held`. */
-async function hold(deps: WorkerDeps, cursor: PollCursor, blocked: readonly PolledRow[]): Promise<void> {
+async function hold(
+  deps: WorkerDeps,
+  options: Pick<RoundOptions, 'lease' | 'cursor'>,
+  blocked: readonly PolledRow[],
+): Promise<void> {
   const { adapter, outbox } = deps;
+  const { cursor } = options;
   const groups = [...new Set(blocked.map((m) => m.groupKey!))];
   const held = await adapter.execute(
     adapter.dialect.hold(
       outbox.table,
-      outbox.name,
+      options.lease,
       blocked.map((m) => m.id),
       groups,
       outbox.onDead === 'park',

@@ -43,7 +43,7 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
           dialect.poll(table, { lease, ordering, limit: 100, afterId: 10, dueBefore, parkDead }),
         ]),
       ),
-      [`hold parkDead=${parkDead}`, dialect.hold(table, 'orders', [1, 2], ['order:1'], parkDead)],
+      [`hold parkDead=${parkDead}`, dialect.hold(table, lease, [1, 2], ['order:1'], parkDead)],
       ...[true, false].map((keep): [string, SqlQuery[]] => [
         `settle keep=${keep} parkDead=${parkDead}`,
         dialect.settle(table, {

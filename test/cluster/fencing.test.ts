@@ -165,6 +165,22 @@ describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect 
     }
   });
 
+  test('holding the rows behind a retrying head is fenced too', async () => {
+    const [behind] = await publishInTransaction(fixture, outboxer, [
+      { outbox, payload: 'a3', groupKey: 'a' },
+    ]);
+    const hold = (lease: Lease) =>
+      fixture.database.execute(dialect.hold(table, lease, [behind!], ['a'], false));
+    for (const { label, lease } of strangers()) {
+      expect(await hold(lease), label).toEqual([]);
+    }
+    const status = async () =>
+      Number((await fixture.query(`SELECT status FROM fenced WHERE id = ${behind}`))[0]!.status);
+    expect(await status()).toBe(0);
+    expect((await hold(current)).map((row) => Number(row.id))).toEqual([behind]);
+    expect(await status()).toBe(2);
+  });
+
   test('the control: the same settle with the lease does change the rows', async () => {
     const before = await rows();
     const found = await settleAs(

@@ -269,15 +269,15 @@ UNION ALL
 
 function hold(
   table: QualifiedName,
-  outbox: string,
+  lease: LeaseToken,
   ids: readonly number[],
   groups: readonly string[],
   parkDead: boolean,
 ): SqlQuery {
-  const { messages } = tables(table);
+  const { messages, leases } = tables(table);
   // FOR SHARE on the blocking heads: a concurrent settle that removes a head waits for this
   // statement, and its later unhold statement then sees the rows held here. A head removed
-  // first is not found, and nothing is held.
+  // first is not found, and nothing is held. Fenced on the lease like every write of a worker.
   return {
     prepare: true,
     text: `WITH heads AS (
@@ -285,8 +285,9 @@ function hold(
 )
 UPDATE ${messages} SET status = 2
 WHERE id = ANY($3::bigint[]) AND status = 0 AND group_key IN (SELECT group_key FROM heads)
+  AND EXISTS (SELECT 1 FROM ${leases} WHERE outbox = $1 AND partition = $4 AND owner = $5 AND epoch = $6)
 RETURNING id`,
-    values: [outbox, groups, ids],
+    values: [lease.outbox, groups, ids, lease.partition, lease.owner, lease.epoch],
   };
 }
 

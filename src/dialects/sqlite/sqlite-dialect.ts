@@ -111,19 +111,18 @@ SELECT * FROM (
 
 function hold(
   table: QualifiedName,
-  _outbox: string,
+  lease: LeaseToken,
   ids: readonly number[],
   _groups: readonly string[],
   parkDead: boolean,
 ): SqlQuery {
-  const { messages } = tables(table);
-  return {
-    text: `UPDATE ${messages} AS m SET status = 2
-WHERE id IN (SELECT value FROM json_each(?)) AND status = 0
+  const { messages, leases } = tables(table);
+  const sql = new Sql();
+  return sql.query(`UPDATE ${messages} AS m SET status = 2
+WHERE id IN (SELECT value FROM json_each(${sql.json(ids)})) AND status = 0
   AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status ${blocking(parkDead)})
-RETURNING id`,
-    values: [JSON.stringify(ids)],
-  };
+  AND ${fence(sql, leases, lease)}
+RETURNING id`);
 }
 
 function nextRetryAt(table: QualifiedName, outbox: string, partition: number): SqlQuery {
