@@ -6,6 +6,21 @@ import { nodePostgres } from 'outboxer/pg';
 import { expect } from 'vitest';
 import { adapterBehaviour } from './behaviour.js';
 
+/** Transactions the behaviour suite runs, and objects that are not open transactions. */
+async function transactionsOf(db: ReturnType<typeof createKnex>) {
+  const committed = await db.transaction();
+  await committed.commit();
+  return {
+    transaction: <T>(fn: (trx: KnexTransaction) => Promise<T>) => db.transaction(async (trx) => fn(trx)),
+    async rollback(fn: (trx: KnexTransaction) => Promise<unknown>) {
+      const trx = await db.transaction();
+      await fn(trx);
+      await trx.rollback();
+    },
+    notTransactions: () => ({ 'the Knex instance': db, 'a committed transaction': committed }),
+  };
+}
+
 adapterBehaviour<KnexTransaction>({
   name: 'Knex',
   dialect: 'postgres',
@@ -15,17 +30,9 @@ adapterBehaviour<KnexTransaction>({
     const db = createKnex({ client: 'pg', connection: target.urlWithSchema, pool: { min: 0, max: 4 } });
     // Knex has no LISTEN: notify: true listens through a pg pool on the same database.
     const listenPool = new pg.Pool({ connectionString: target.urlWithSchema, max: 1 });
-    const committed = await db.transaction();
-    await committed.commit();
     return {
       database: knex(db, { notifications: nodePostgres(listenPool) }),
-      transaction: (fn) => db.transaction(async (trx) => fn(trx)),
-      async rollback(fn) {
-        const trx = await db.transaction();
-        await fn(trx);
-        await trx.rollback();
-      },
-      notTransactions: () => ({ 'the Knex instance': db, 'a committed transaction': committed }),
+      ...(await transactionsOf(db)),
       async close() {
         await db.destroy();
         await listenPool.end();
@@ -49,17 +56,9 @@ adapterBehaviour<KnexTransaction>({
     db.on('query', (query: { sql: string }) => viaKnex.push(query.sql));
     let poolCheckouts = 0;
     pool.on('acquire', () => (poolCheckouts += 1));
-    const committed = await db.transaction();
-    await committed.commit();
     return {
       database: knex(db, { relayDatabase: nodePostgres(pool) }),
-      transaction: (fn) => db.transaction(async (trx) => fn(trx)),
-      async rollback(fn) {
-        const trx = await db.transaction();
-        await fn(trx);
-        await trx.rollback();
-      },
-      notTransactions: () => ({ 'the Knex instance': db, 'a committed transaction': committed }),
+      ...(await transactionsOf(db)),
       async close() {
         // Knex carried the publishing statements only: nothing of the relay side touched it.
         expect(viaKnex.some((sql) => /^INSERT INTO/i.test(sql.trim()))).toBe(true);

@@ -38,6 +38,21 @@ function instance(table: string, options: OutboxOptions, extra: Record<string, u
 }
 const newTable = () => `cluster_${++tables}`;
 
+/**
+ * A connection LISTENing on outboxer's channel, keeping the payloads of one instance name: the
+ * channel is shared by every test file on this database.
+ */
+async function notificationsFrom(name: string) {
+  const client = new pg.Client({ connectionString: DATABASE_URL });
+  const payloads: string[] = [];
+  await client.connect();
+  client.on('notification', (message) => {
+    if (message.payload?.startsWith(`${name}:`)) payloads.push(message.payload);
+  });
+  await client.query('LISTEN outboxer');
+  return { payloads, client };
+}
+
 function listen(channel: string) {
   const events: Record<string, unknown>[] = [];
   const listener = (message: unknown) => events.push(message as Record<string, unknown>);
@@ -234,14 +249,7 @@ describe('NOTIFY', () => {
   test('one notification per transaction and partition, with the instance name in the payload', async () => {
     const table = newTable();
     const node = instance(table, { notify: true, partitions: 2 }, { relay: false, name: 'shop' });
-    const client = new pg.Client({ connectionString: DATABASE_URL });
-    const payloads: string[] = [];
-    await client.connect();
-    // The channel is shared by every test file on this database: keep this instance's payloads.
-    client.on('notification', (message) => {
-      if (message.payload?.startsWith('shop:')) payloads.push(message.payload);
-    });
-    await client.query('LISTEN outboxer');
+    const { payloads, client } = await notificationsFrom('shop');
     try {
       await node.migrate();
       await publishInTransaction(
@@ -260,14 +268,7 @@ describe('NOTIFY', () => {
   test('several publish() calls in one transaction still send one notification per partition', async () => {
     const table = newTable();
     const node = instance(table, { notify: true, partitions: 2 }, { relay: false, name: 'shop' });
-    const client = new pg.Client({ connectionString: DATABASE_URL });
-    const payloads: string[] = [];
-    await client.connect();
-    // The channel is shared by every test file on this database: keep this instance's payloads.
-    client.on('notification', (message) => {
-      if (message.payload?.startsWith('shop:')) payloads.push(message.payload);
-    });
-    await client.query('LISTEN outboxer');
+    const { payloads, client } = await notificationsFrom('shop');
     const publishSeveral = (from: number, count: number) =>
       fixture.transaction(async (tx) => {
         for (let i = from; i < from + count; i += 1)

@@ -44,6 +44,23 @@ interface ClientUnderTest {
   close(): Promise<void>;
 }
 
+/** The idempotent kafkajs producer the relay wants, with the admin client it reads partitions with. */
+function kafkajsClient(kafka: Kafka): ClientUnderTest {
+  const producer = kafka.producer({
+    idempotent: true,
+    maxInFlightRequests: 1,
+    allowAutoTopicCreation: false,
+  });
+  const kafkaAdmin = kafka.admin();
+  return {
+    adapter: kafkajsProducer(producer, { admin: kafkaAdmin }),
+    close: async () => {
+      await producer.disconnect();
+      await kafkaAdmin.disconnect();
+    },
+  };
+}
+
 const clients: Record<string, (proxy?: TcpProxy) => ClientUnderTest> = {
   '@platformatic/kafka': (proxy) => {
     const bootstrap = proxy === undefined ? `${BROKER.host}:${BROKER.port}` : `${BROKER.host}:${proxy.port}`;
@@ -65,19 +82,7 @@ const clients: Record<string, (proxy?: TcpProxy) => ClientUnderTest> = {
           ? undefined
           : ({ onConnect }) => net.connect({ host: BROKER.host, port: proxy.port }, onConnect),
     });
-    const producer = kafka.producer({
-      idempotent: true,
-      maxInFlightRequests: 1,
-      allowAutoTopicCreation: false,
-    });
-    const kafkaAdmin = kafka.admin();
-    return {
-      adapter: kafkajsProducer(producer, { admin: kafkaAdmin }),
-      close: async () => {
-        await producer.disconnect();
-        await kafkaAdmin.disconnect();
-      },
-    };
+    return kafkajsClient(kafka);
   },
 };
 
@@ -310,19 +315,7 @@ const saslClients: Record<string, (password: string) => ClientUnderTest> = {
       logLevel: logLevel.NOTHING,
       sasl: { mechanism: 'plain', username: SASL.username, password },
     });
-    const producer = kafka.producer({
-      idempotent: true,
-      maxInFlightRequests: 1,
-      allowAutoTopicCreation: false,
-    });
-    const kafkaAdmin = kafka.admin();
-    return {
-      adapter: kafkajsProducer(producer, { admin: kafkaAdmin }),
-      close: async () => {
-        await producer.disconnect();
-        await kafkaAdmin.disconnect();
-      },
-    };
+    return kafkajsClient(kafka);
   },
 };
 
