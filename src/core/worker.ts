@@ -164,9 +164,8 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
     return { idle: false, full: true, leaseLost: false, settlement, next, deferred: settlement };
   }
   // The next batch was polled before this one's outcome was known: it may hold later messages of
-  // a group that failed or was skipped here. Drop it; its rows stay ready, and the cursor goes back
-  // before them.
-  if (next !== undefined) rewindBefore(cursor, readPolled(next));
+  // a group that failed or was skipped here. Drop it: its rows stay ready, and since the cursor
+  // never moved for them, the next poll reads them again.
   if (!(await settle(deps, options, settlement))) return { idle: false, full, leaseLost: true, settlement };
   return { idle: false, full: full || settlement.delivered.length > 0, leaseLost: false, settlement };
 }

@@ -330,14 +330,8 @@ function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
       },
     ];
   }
-  const statements: SqlQuery[] = [
-    // Row lock on the lease: a takeover waits until this transaction ends, or this finds nothing.
-    {
-      prepare: true,
-      text: `UPDATE ${leases} SET lease_until = clock_timestamp() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch`,
-      values: [...lease, params.ttl],
-    },
-  ];
+  // Row lock on the lease: a takeover waits until this transaction ends, or this finds nothing.
+  const statements: SqlQuery[] = [renewLease(table, params.lease, params.ttl)];
   if (params.delivered.length > 0) {
     statements.push({
       prepare: true,
@@ -383,7 +377,8 @@ function acknowledgeAndPoll(
   const { messages, leases } = tables(table);
   // The poll runs on the statement's snapshot, which still shows the rows acknowledged here: the
   // engine passes them in `exclude`, with the ones it is delivering meanwhile.
-  const exclude = new Set(pollParams.exclude ?? []);
+  const [excluded, excludedAbove] = excludeValues(pollParams);
+  const exclude = new Set(excluded);
   if (settleParams.delivered.some((id) => !exclude.has(id)))
     throw new Error('acknowledgeAndPoll: every acknowledged id must be excluded from the poll');
   const polled = pollText(messages, pollParams, {
@@ -409,9 +404,9 @@ ORDER BY polled.id`,
       pollParams.limit,
       pollParams.afterId,
       dueParam(pollParams.dueBefore),
-      excludeValues(pollParams)[0],
+      excluded,
       ...watchValues(pollParams),
-      excludeValues(pollParams)[1],
+      excludedAbove,
     ],
   };
 }
