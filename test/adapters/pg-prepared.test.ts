@@ -1,6 +1,6 @@
 /**
- * The pg adapter sends the relay's fixed statements as prepared statements, and falls back to
- * unprepared ones behind a pooler that loses them.
+ * The pg adapter sends the publish INSERT and the relay's fixed statements as prepared statements,
+ * and falls back to unprepared ones behind a pooler that loses them.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, batchRelay, type SqlQuery } from 'outboxer';
@@ -48,6 +48,51 @@ describe('prepared statements on a real Postgres', () => {
     expect(statements[0]!.name).toMatch(/^outboxer_[0-9a-f]{24}$/);
     // Postgres plans the first five executions for their values, then keeps the generic plan.
     expect(statements[0]!.generic).toBeGreaterThan(statements[0]!.custom);
+    await outboxer.close();
+  });
+
+  test('publish prepares its INSERT once per connection', async () => {
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      relay: false,
+      outboxes: { published: { table: 'published' } },
+    });
+    await outboxer.migrate();
+    for (let i = 0; i < 3; i += 1) {
+      await fixture.transaction(async (tx) => outboxer.publish(tx, 'published', { i }, { groupKey: 'g' }));
+    }
+    const statements = await fixture.query(
+      `SELECT name FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO "published"%'`,
+    );
+    expect(statements).toHaveLength(1);
+    expect((await outboxer.counts('published')).pending).toBe(3);
+    await outboxer.close();
+  });
+
+  test('a publish whose prepared statement the server lost rejects with a retryable typed error; the retry runs unprepared', async () => {
+    // DEALLOCATE behind pg's back is what a pooler moving the session looks like: pg believes the
+    // statement is prepared and sends only Bind, and the server answers 26000.
+    const outboxer = new Outboxer({
+      database: nodePostgres(fixture.pool),
+      relay: false,
+      outboxes: { lost: { table: 'lost' } },
+    });
+    await outboxer.migrate();
+    await fixture.transaction((tx) => outboxer.publish(tx, 'lost', { n: 1 }));
+    await fixture.query('DEALLOCATE ALL');
+    const failed = fixture.transaction((tx) => outboxer.publish(tx, 'lost', { n: 2 }));
+    await expect(failed).rejects.toMatchObject({
+      code: 'DATABASE_UNSUPPORTED',
+      retryable: true,
+      cause: expect.objectContaining({ code: '26000' }),
+    });
+    await fixture.transaction((tx) => outboxer.publish(tx, 'lost', { n: 3 }));
+    const payloads = await fixture.query('SELECT payload::text AS p FROM lost ORDER BY id');
+    expect(payloads.map((r) => r.p)).toEqual(['{"n":1}', '{"n":3}']);
+    const named = await fixture.query(
+      `SELECT 1 FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO "lost"%'`,
+    );
+    expect(named).toHaveLength(0);
     await outboxer.close();
   });
 });

@@ -9,7 +9,8 @@ interface QueryResultLike {
 
 /** The part of a `pg` client outboxer uses: a `Client` or a `PoolClient` inside a transaction. */
 export interface PgTransactionClient {
-  query(text: string, values?: unknown[]): Promise<QueryResultLike>;
+  /** A text and its values, or pg's query config (a `name` makes it a prepared statement). */
+  query(query: string | PgQueryConfig, values?: unknown[]): Promise<QueryResultLike>;
   /** pg >= 8.23: 'I' idle, 'T' in a transaction, 'E' in a failed transaction. */
   getTransactionStatus?(): string | null;
   /** A pool is not a transaction: this makes passing one a type error. */
@@ -17,7 +18,7 @@ export interface PgTransactionClient {
 }
 
 /** A query as pg's config object: with a `name`, pg prepares it once per connection. */
-interface PgQueryConfig {
+export interface PgQueryConfig {
   readonly name?: string;
   readonly text: string;
   readonly values?: unknown[];
@@ -56,11 +57,13 @@ export interface NodePostgresOptions {
    */
   listenClient?: () => PgListenClientLike;
   /**
-   * Send the relay's fixed statements (poll, acknowledge, settle, lease renewal) as named prepared
-   * statements, so Postgres plans each once per connection instead of once per batch. Default
-   * `true`. PgBouncer in transaction mode supports them from 1.21 with `max_prepared_statements`
-   * above 0; where a pooler does not, the first failing statement turns them off for this adapter
-   * and runs again unprepared. Set `false` to never send them.
+   * Send the publish INSERT and the relay's fixed statements (poll, acknowledge, settle, lease
+   * renewal) as named prepared statements, so Postgres parses and plans each once per connection
+   * instead of once per message or batch. Default `true`. PgBouncer in transaction mode supports
+   * them from 1.21 with `max_prepared_statements` above 0. Where a pooler does not, the first
+   * failing statement turns them off for this adapter: a relay statement runs again unprepared, a
+   * publish rejects with a retryable `DATABASE_UNSUPPORTED` error (its transaction is aborted and
+   * must be retried). Set `false` behind such a pooler to never send them.
    */
   preparedStatements?: boolean;
 }
@@ -85,8 +88,7 @@ export function nodePostgres(
     sync: false,
     async executeInTransaction(tx, query) {
       assertInTransaction(tx);
-      const result = await tx.query(query.text, query.values as unknown[]);
-      return result.rows;
+      return statements.runInCallersTransaction(tx, query);
     },
     execute: (query) => statements.run(pool, query),
     executeAtomically: (queries) => runInTransaction(pool, queries, statements),
@@ -145,6 +147,23 @@ class PreparedStatements {
       if (inTransaction) throw error;
       // Nothing ran: the statement failed before it was bound.
       return (await client.query(query.text, values)).rows;
+    }
+  }
+
+  /**
+   * A publish in the caller's transaction. A lost prepared statement has aborted that transaction,
+   * so nothing can run again here: the caller learns why, and the next attempt runs unprepared.
+   */
+  async runInCallersTransaction(tx: PgTransactionClient, query: SqlQuery): Promise<Row[]> {
+    try {
+      return await this.run(tx, query, true);
+    } catch (error) {
+      if (!lostPreparedStatement(error)) throw error;
+      throw new OutboxerError(
+        'DATABASE_UNSUPPORTED',
+        'The connection path to Postgres lost a prepared statement (a pooler such as PgBouncer in transaction mode without max_prepared_statements). Your transaction was aborted by it: roll it back and retry. This adapter now sends unprepared statements; pass nodePostgres(pool, { preparedStatements: false }) to never prepare them.',
+        { cause: error, retryable: true },
+      );
     }
   }
 

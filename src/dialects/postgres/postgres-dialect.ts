@@ -108,7 +108,9 @@ function insert(table: QualifiedName, rows: readonly InsertRow[], options: Inser
   // The locks and notifications sit in FROM, so they run before the row gets its id.
   const from = sources.length === 0 ? '' : ` FROM ${sources.join(', ')}`;
   const order = single ? '' : ' ORDER BY r.ord';
-  return { text: `INSERT INTO ${t} ${columns} ${select}${from}${order} RETURNING id`, values };
+  // Prepared: a publish is one short statement, whose parsing and planning cost the server as much
+  // as its execution (10 writers on 2 cores: 87% of a plain INSERT unprepared, 105% prepared).
+  return { prepare: true, text: `INSERT INTO ${t} ${columns} ${select}${from}${order} RETURNING id`, values };
 }
 
 function distinctSorted(keys: readonly (string | null)[]): string[] {
