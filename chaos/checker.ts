@@ -424,7 +424,7 @@ function duplicateCause(
   if (again.attempts > before.attempts) {
     return (
       pick(['destination-down', 'destination-slow'], (f) => overlapping(f, 1000)) ??
-      pick(['pg-restart', 'pg-terminate', 'pg-freeze'], (f) => overlapping(f, 1000)) ??
+      pick(['pg-restart', 'pg-crash', 'pg-terminate', 'pg-freeze'], (f) => overlapping(f, 1000)) ??
       'destination error after the write (no fault)'
     );
   }
@@ -443,7 +443,7 @@ function duplicateCause(
         f.start <= to &&
         f.end + 2 * LEASE_TIMEOUT >= from,
     ) ??
-    pick(['pg-restart', 'pg-terminate', 'pg-freeze'], (f) => overlapping(f, LEASE_TIMEOUT)) ??
+    pick(['pg-restart', 'pg-crash', 'pg-terminate', 'pg-freeze'], (f) => overlapping(f, LEASE_TIMEOUT)) ??
     pick(['destination-down', 'destination-slow'], (f) => overlapping(f, LEASE_TIMEOUT)) ??
     (events.some((e) => e.node === before.node && e.kind === 'lease-lost' && e.t >= before.at && e.t <= to)
       ? 'lease lost without an injected fault (event loop or database stalled under load)'

@@ -10,6 +10,7 @@ export const FAULT_KINDS = [
   'relay-sigterm',
   'relay-pause',
   'pg-restart',
+  'pg-crash',
   'pg-terminate',
   'pg-freeze',
   'destination-down',
@@ -29,6 +30,8 @@ export const FAULT_DESCRIPTIONS: Record<FaultKind, string> = {
   'relay-sigterm': 'SIGTERM of a relay: graceful stop() (rolling deploy), then a new process',
   'relay-pause': 'SIGSTOP of a relay for longer than leaseTimeout, then SIGCONT (a zombie worker)',
   'pg-restart': 'pg_ctl restart -m fast of the outbox database',
+  'pg-crash':
+    'pg_ctl stop -m immediate of the outbox database, then start: crash recovery, which forgets the acknowledgements committed asynchronously in the last moments',
   'pg-terminate': 'pg_terminate_backend of every connection to the outbox database',
   'pg-freeze': 'SIGSTOP of every Postgres process for seconds (a hung server, no reset), then SIGCONT',
   'destination-down': 'the destination cuts every connection and refuses new ones for seconds',

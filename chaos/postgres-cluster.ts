@@ -151,6 +151,12 @@ export class PostgresCluster {
     this.running = true;
   }
 
+  /** `pg_ctl stop -m immediate`, then start: a crash, recovered from WAL. */
+  async crash(): Promise<void> {
+    await this.stop('immediate');
+    await this.start();
+  }
+
   async stop(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
     if (!this.running) return;
     await this.exec('pg_ctl', ['-D', this.dataDir, '-m', mode, '-w', '-t', '60', 'stop']);

@@ -449,6 +449,9 @@ async function inject(fault: ScheduledFault): Promise<void> {
     case 'pg-restart':
       await app.restart();
       break;
+    case 'pg-crash':
+      await app.crash();
+      break;
     case 'pg-terminate': {
       const rows = await query<{ n: number }>(
         appUrl,

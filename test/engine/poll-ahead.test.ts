@@ -130,6 +130,28 @@ describe('acknowledgeAndPoll on postgres', () => {
     expect(rows).toHaveLength(1);
     expect(rows[0]).toMatchObject({ lease_epoch: '3', id: null }); // bigint arrives as text
   });
+
+  test('an acknowledgement commits without waiting for its WAL flush, and only its own transaction does', async () => {
+    // Run inside a transaction block, the statement's setting is visible after it; in autocommit
+    // it lasts until the statement's own commit.
+    const client = await fixture.pool.connect();
+    try {
+      const show = async () => (await client.query('SHOW synchronous_commit')).rows[0].synchronous_commit;
+      expect(await show()).toBe('on');
+      for (const query of [
+        postgresDialect.settle(table, settleParams([ids[0]!]))[0]!,
+        postgresDialect.acknowledgeAndPoll!(table, settleParams([ids[0]!]), pollParams(0, [ids[0]!])),
+      ]) {
+        await client.query('BEGIN');
+        await client.query(query.text, query.values as unknown[]);
+        expect(await show()).toBe('off');
+        await client.query('ROLLBACK');
+        expect(await show()).toBe('on');
+      }
+    } finally {
+      client.release();
+    }
+  });
 });
 
 /** Counts the statements by kind, passing them on to the real adapter. */

@@ -305,13 +305,22 @@ function nextRetryAt(table: QualifiedName, outbox: string, partition: number): S
 /**
  * The common settle (everything delivered, nothing failed, no group unblocked) as CTEs: renew the
  * lease (its row lock makes a takeover wait) and acknowledge, fenced on that renewal. $1..$6.
+ *
+ * Committed asynchronously (`synchronous_commit` off for this transaction only): the commit does
+ * not wait for its WAL flush, one flush a batch that a draining relay would otherwise add to the
+ * database's I/O. A Postgres crash can forget the last acknowledgements (up to three times
+ * `wal_writer_delay`, 600 ms by default), whose messages are then delivered again, as at-least-once
+ * allows; it cannot forget a message, since what is lost is a deletion. WAL is replayed in order,
+ * so what survives is a prefix: a group's later acknowledgement never survives an earlier one.
  */
 function acknowledgeCtes(messages: string, leases: string, keep: boolean): string {
   const acknowledge = keep
     ? `UPDATE ${messages} SET status = 4, delivered_at = now(), next_attempt_at = NULL WHERE id = ANY(${opaque('$6', 'bigint')}) AND outbox = $1 AND status < 3 AND EXISTS (SELECT 1 FROM lease)`
     : `DELETE FROM ${messages} WHERE id = ANY(${opaque('$6', 'bigint')}) AND outbox = $1 AND EXISTS (SELECT 1 FROM lease)`;
   return `WITH lease AS (
-  UPDATE ${leases} SET lease_until = clock_timestamp() + $5 ${MS} WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch
+  UPDATE ${leases} SET lease_until = clock_timestamp() + $5 ${MS}
+  FROM (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous_commit
+  WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch
 ), acknowledged AS (${acknowledge} RETURNING 1)`;
 }
 
