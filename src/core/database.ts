@@ -173,6 +173,10 @@ export interface Dialect {
   /** Statements that make concurrent `migrate()` calls wait for each other, run first in the migration transaction. */
   migrationLock(): SqlQuery[];
   insert(table: QualifiedName, rows: readonly InsertRow[], options: InsertOptions): SqlQuery;
+  /**
+   * The rows of a poll, in any order (the engine orders them by id); a dialect that reports where
+   * the poll started (see {@link PollParams.watch}) does so on the first row.
+   */
   poll(table: QualifiedName, params: PollParams): SqlQuery;
   /** Moves ready messages of blocked groups out of the poll's way (`held`), re-checking the block. */
   hold(

@@ -182,7 +182,7 @@ interface PolledRow {
 /** Where a message stands, as the cursor sees it. */
 type Positioned = Pick<PolledRow, 'id' | 'status' | 'blocked'>;
 
-/** The message rows of a poll (not its row of nulls), without parsing payloads. */
+/** The message rows of a poll (not its row of nulls) in id order, without parsing payloads. */
 function readPolled(rows: readonly Row[]): PolledRow[] {
   const polled: PolledRow[] = [];
   for (const row of rows) {
@@ -195,7 +195,8 @@ function readPolled(rows: readonly Row[]): PolledRow[] {
       row,
     });
   }
-  return polled;
+  // A poll returns its rows unsorted: retries due and ready rows come from two index scans.
+  return polled.sort((a, b) => a.id - b.id);
 }
 
 /** Moves ready rows behind a retrying (or parked) head of their group to `held`. */
