@@ -191,7 +191,9 @@ export interface Dialect {
   /**
    * Statements, in one transaction, that acknowledge, retry, dead-letter and unblock, fenced on the
    * lease. The first returns the lease row (none when the lease was lost). A single statement is
-   * run on its own, without a transaction around it.
+   * run on its own, without a transaction around it. An acknowledge-only settle need not wait for
+   * its commit to be durable (Postgres commits it asynchronously): a crash that forgets it only
+   * delivers its messages again.
    */
   settle(table: QualifiedName, params: SettleParams): SqlQuery[];
   /**
