@@ -200,8 +200,8 @@ export interface Dialect {
    * Optional, where a round trip costs more than the statement (a server database): an
    * acknowledge-only settle (everything delivered, nothing failed, no group unblocked) and the next
    * poll in one statement. The poll's `exclude` must hold every acknowledged id. Returns the poll's
-   * rows with `lease_epoch`, one row of nulls but `lease_epoch` when the poll is empty, none when
-   * the lease was lost. The engine also relies on it to poll while a batch is being delivered.
+   * rows, the first with `lease_epoch`; one row of nulls but `lease_epoch` when the poll is empty;
+   * none when the lease was lost. The engine also relies on it to poll while a batch is being delivered.
    */
   acknowledgeAndPoll?(table: QualifiedName, settle: SettleParams, poll: PollParams): SqlQuery;
   acquireLease(table: QualifiedName, params: AcquireParams): SqlQuery;

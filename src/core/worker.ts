@@ -436,10 +436,25 @@ function keepLeaseDuringDelivery(
   };
 }
 
-/** The relay sees the envelope without the engine's bookkeeping fields. */
+/**
+ * The relay sees the envelope without the engine's bookkeeping fields. Spelled out: a rest spread
+ * that leaves out two keys cost a draining relay about 1% of its time.
+ */
 function publicEnvelope(m: PolledEnvelope): Envelope {
-  const { status: _status, blocked: _blocked, ...envelope } = m;
-  return envelope;
+  return {
+    id: m.id,
+    outbox: m.outbox,
+    type: m.type,
+    groupKey: m.groupKey,
+    partition: m.partition,
+    payload: m.payload,
+    headers: m.headers,
+    attempts: m.attempts,
+    lastError: m.lastError,
+    nextAttemptAt: m.nextAttemptAt,
+    failingSince: m.failingSince,
+    insertedAt: m.insertedAt,
+  };
 }
 
 function settleParams(deps: WorkerDeps, lease: LeaseToken, settlement: Settlement): SettleParams {
@@ -623,9 +638,11 @@ export class PartitionWorker {
         });
         polled = round.next;
         deferred = round.deferred;
-        // The next batch arrived with this one's settlement: yield before decoding and delivering
-        // it, so that the two do not run as one long stretch of the event loop.
-        if (polled !== undefined) await yieldToLoop();
+        // The next batch arrived with this one's settlement: when it is a large one, yield before
+        // decoding and delivering it, so that the two do not run as one long stretch of the event
+        // loop. A small batch is no long stretch, and a turn of the loop per batch costs a draining
+        // relay about 1%.
+        if (polled !== undefined && polled.length > DECODE_SLICE) await yieldToLoop();
         failures = 0;
         if (round.settlement !== undefined && !round.leaseLost) this.lastRenewed = Date.now();
         if (round.leaseLost) {

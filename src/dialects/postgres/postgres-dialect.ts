@@ -403,11 +403,12 @@ function acknowledgeAndPoll(
     exclude: { ids: '$10', above: '$13' },
   });
   // One row per polled message, a row of nulls but the lease and start columns when the poll is
-  // empty, no row when the lease is lost.
+  // empty, no row when the lease is lost. The lease's epoch is on the first row only, like the
+  // start columns: every other row would make the driver parse one more bigint.
   return {
     prepare: true,
     text: `${acknowledgeCtes(messages, leases, settleParams.keep)}, ${startCtes('$8', '$11', '$12')}
-SELECT lease.epoch AS lease_epoch, ${startColumns}, polled.*
+SELECT CASE WHEN row_number() OVER () = 1 THEN lease.epoch END AS lease_epoch, ${startColumns}, polled.*
 FROM lease CROSS JOIN start LEFT JOIN (${polled}) AS polled ON true`,
     values: [
       ...leaseValues(settleParams.lease),
