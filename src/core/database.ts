@@ -6,8 +6,9 @@ export interface SqlQuery {
   readonly text: string;
   readonly values: readonly unknown[];
   /**
-   * One of the few fixed texts the relay runs batch after batch (poll, acknowledge, settle, lease
-   * renewal): an adapter that can may send it as a prepared statement, planned once per connection.
+   * One of the few fixed texts run again and again (the publish INSERT; the relay's poll,
+   * acknowledge, settle, lease renewal): an adapter that can may send it as a prepared statement,
+   * parsed and planned once per connection.
    */
   readonly prepare?: boolean;
 }

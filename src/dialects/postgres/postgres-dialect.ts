@@ -223,7 +223,7 @@ function limitOf($: PollPlaceholders): string {
   return `(SELECT ${$.limit}::int)`;
 }
 
-/** The poll's rows, unordered: the statements that embed it order them by id. */
+/** The poll's rows, unordered: the engine orders them by id. */
 function pollText(messages: string, params: PollParams, $: PollPlaceholders): string {
   const due = `COALESCE(${$.due}::timestamptz, now())`;
   // Only rows at or below `above` can be excluded ones: the others skip the array check.
