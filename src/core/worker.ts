@@ -149,6 +149,10 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
       full,
     ),
   );
+  // A driver may send the statement on a later tick (pg's pool hands out its client in
+  // process.nextTick): let it go out before the batch is decoded and delivered, or the database
+  // waits for the relay instead of working alongside it (a draining relay: +15% at batch 100).
+  if (!adapter.sync) await yieldToLoop();
   const batch = await decode(deps, chosen);
   // A large batch: let the loop breathe between decoding it, the relay's work and the settle.
   if (batch.length > DECODE_SLICE) await yieldToLoop();

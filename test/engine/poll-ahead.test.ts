@@ -293,6 +293,62 @@ describe('a worker draining a backlog on postgres', () => {
     await outboxer.close();
   });
 
+  test('the statement that runs alongside a delivery is sent before the relay gets its batch', async () => {
+    // pg's pool hands out its client in process.nextTick: unless the worker lets that tick run,
+    // the statement acknowledging batch n - 1 and polling n + 1 leaves only after batch n was
+    // decoded and delivered, and the database waits for the relay instead of working beside it.
+    const events: string[] = [];
+    const watched = new WeakSet<object>();
+    fixture.pool.on('acquire', (client) => {
+      if (watched.has(client)) return;
+      watched.add(client);
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as { query: unknown }).query = (...args: unknown[]) => {
+        const config = args[0] as { text?: string; values?: unknown[] };
+        // acknowledgeAndPoll's $6 is the acknowledged ids, as an array literal.
+        if (config.text?.includes('acknowledged AS') && config.text.includes('start AS')) {
+          events.push(`ack ${String(config.values![5]).match(/\d+/)![0]}`);
+        }
+        return query(...args);
+      };
+    });
+    const batches: number[] = [];
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: {
+        beside: {
+          table: 'beside',
+          batchSize: 20,
+          relay: batchRelay(async (batch) => {
+            batches.push(batch[0]!.id);
+            events.push(`deliver ${batch[0]!.id}`);
+          }),
+        },
+      },
+    });
+    await outboxer.migrate();
+    await fixture.transaction(async (tx) => {
+      await outboxer.publishMany(
+        tx,
+        Array.from({ length: 400 }, (_, i) => ({ outbox: 'beside', payload: { i }, groupKey: `g${i % 7}` })),
+      );
+    });
+    await outboxer.start();
+    await waitUntil(async () => (await outboxer.counts('beside')).pending === 0, 60_000, 'the drain');
+    await outboxer.close();
+
+    let checked = 0;
+    for (let n = 1; n < batches.length; n += 1) {
+      const ack = events.indexOf(`ack ${batches[n - 1]}`);
+      if (ack === -1) continue; // acknowledged on its own (the end of the backlog)
+      expect(ack, `batch ${n - 1} acknowledged before batch ${n} was delivered`).toBeLessThan(
+        events.indexOf(`deliver ${batches[n]}`),
+      );
+      checked += 1;
+    }
+    expect(checked).toBeGreaterThan(15);
+  });
+
   test('stop() acknowledges the last delivered batch, whose acknowledgement was to ride on the next poll', async () => {
     const delivered: number[] = [];
     let stopping: Promise<void> | undefined;
