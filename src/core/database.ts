@@ -79,7 +79,12 @@ export interface InsertRow {
 export interface InsertOptions {
   /** Take a transaction-scoped lock per group key first (`serializeWrites`). */
   readonly serialize: boolean;
-  /** NOTIFY this channel with one payload per partition (`notify`). */
+  /**
+   * NOTIFY this channel with one payload per partition (`notify`), coalesced: a transaction leaves
+   * out a payload that another publishing transaction still in flight will send when it commits,
+   * and marks itself as publishing until it ends, so that a relay can tell when it must poll again
+   * instead of waiting for a notification (see {@link PollParams.checkPublishers}).
+   */
   readonly notify: { readonly channel: string; readonly payloads: readonly string[] } | undefined;
 }
 
@@ -115,6 +120,13 @@ export interface PollParams {
    * dialects with {@link Dialect.acknowledgeAndPoll} take it; others refuse it.
    */
   readonly exclude?: readonly number[];
+  /**
+   * A notify payload (`notify`, Postgres): the poll also reports, on its first row, whether any
+   * transaction that publishes with this payload was in flight (`publishers_quiet` false when one
+   * was). Tested after the poll's snapshot was taken, so a poll that follows a quiet one sees every
+   * message whose NOTIFY was left out in favour of one the worker has already received.
+   */
+  readonly checkPublishers?: string;
 }
 
 export interface PollWatch {

@@ -50,7 +50,10 @@ export interface OutboxOptions {
   pruneInterval?: number;
   /** Table of this outbox, `name` or `schema.name`. Default `outboxer_messages`. */
   table?: string;
-  /** Postgres: wake relays with NOTIFY at commit. Default false. */
+  /**
+   * Postgres: wake relays with NOTIFY at commit. Concurrent publishers of a partition send one
+   * notification between them (docs/deploying.md, "NOTIFY"). Default false.
+   */
   notify?: boolean;
   /** Postgres: serialise publishers of one group key with an advisory lock. Default false. */
   serializeWrites?: boolean;

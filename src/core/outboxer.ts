@@ -26,6 +26,7 @@ import {
 import type { Envelope, Relay } from './relay.js';
 import { drainOutbox, type DrainOptions, type DrainResult } from './testing.js';
 import { channels, emit } from './telemetry.js';
+import { NOTIFY_CHANNEL, notifyPayload } from './notifications.js';
 import type { WorkerDeps } from './worker.js';
 
 /** Options of an {@link Outboxer} instance. */
@@ -119,8 +120,6 @@ export type PublishInput =
       headers?: Record<string, string>;
       type?: string | null;
     };
-
-const NOTIFY_CHANNEL = 'outboxer';
 
 /**
  * The transactional outbox. Publish inside your transaction; relay workers deliver in order.
@@ -257,7 +256,9 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       const notify = group.notify
         ? {
             channel: NOTIFY_CHANNEL,
-            payloads: [...group.partitions].map((p) => `${this.settings.name}:${p}`),
+            payloads: [...group.partitions.values()].map(({ outbox, partition }) =>
+              notifyPayload(this.settings.name, outbox, partition),
+            ),
           }
         : undefined;
       return this.adapter.executeInTransaction(
@@ -309,7 +310,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
           table: outbox.table,
           rows: [],
           positions: [],
-          partitions: new Set(),
+          partitions: new Map(),
           serialize: false,
           notify: false,
         };
@@ -319,7 +320,9 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       group.positions.push(position);
       if (outbox.notify) {
         group.notify = true;
-        group.partitions.add(`${outbox.name}:${row.partition}`);
+        const key = `${outbox.name}:${row.partition}`;
+        if (!group.partitions.has(key))
+          group.partitions.set(key, { outbox: outbox.name, partition: row.partition });
       }
       if (outbox.serializeWrites && this.adapter.dialect.capabilities.advisoryLocks) group.serialize = true;
     });
@@ -670,7 +673,8 @@ interface EncodedGroup {
   table: QualifiedName;
   rows: InsertRow[];
   positions: number[];
-  partitions: Set<string>;
+  /** The partitions written, by `outbox:partition` (for `notify`). */
+  partitions: Map<string, { outbox: string; partition: number }>;
   serialize: boolean;
   notify: boolean;
 }

@@ -9,6 +9,7 @@ import {
   type SettleParams,
 } from './database.js';
 import { describeError, LeaseLostError } from './errors.js';
+import { notifyPayload } from './notifications.js';
 import type { Logger } from './logger.js';
 import type { ResolvedOutbox } from './options.js';
 import type { DeliveryOutcome, Envelope, Relay } from './relay.js';
@@ -37,6 +38,15 @@ export interface RoundResult {
   readonly full: boolean;
   readonly leaseLost: boolean;
   readonly settlement: Settlement | undefined;
+  /**
+   * `notify`: this round's own poll found no publisher in flight that had left its NOTIFY out,
+   * tested once its snapshot was taken (see `PollParams.checkPublishers`). A publisher leaves its
+   * NOTIFY out when another one in flight will send the same payload, so a worker may wait for a
+   * notification only once it cannot have missed such a publisher: after a poll that follows a
+   * quiet one, with no notification in between. (The snapshot's own list of transactions in
+   * flight cannot tell: it leaves out those whose transaction id is above every completed one.)
+   */
+  readonly publishersQuiet: boolean;
 }
 
 /**
@@ -124,9 +134,19 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   const { dialect } = adapter;
   const { cursor } = options;
   const limit = outbox.batchSize;
+  const checkPublishers = options.polled === undefined && outbox.notify;
   const rows =
-    options.polled ?? (await adapter.execute(dialect.poll(outbox.table, pollParams(deps, options))));
+    options.polled ??
+    (await adapter.execute(
+      dialect.poll(outbox.table, {
+        ...pollParams(deps, options),
+        ...(checkPublishers
+          ? { checkPublishers: notifyPayload(deps.instance, outbox.name, options.lease.partition) }
+          : {}),
+      }),
+    ));
   const start = pollStart(rows);
+  const publishersQuiet = checkPublishers && rows[0]?.publishers_quiet === true;
   if (start !== undefined) cursor.polled(start.afterId);
   const polled = readPolled(rows);
   const full = polled.filter((m) => m.status === Status.ready).length >= limit;
@@ -136,7 +156,7 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   if (blocked.length > 0) await hold(deps, options, blocked);
   if (chosen.length === 0 || options.signal.aborted) {
     const written = options.deferred === undefined || (await settle(deps, options, options.deferred));
-    return { idle: chosen.length === 0, full, leaseLost: !written, settlement: undefined };
+    return { idle: chosen.length === 0, full, leaseLost: !written, settlement: undefined, publishersQuiet };
   }
 
   // The database's share of the round (writing the previous batch's acknowledgement, polling the
@@ -158,20 +178,35 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   if (batch.length > DECODE_SLICE) await yieldToLoop();
   const settlement = await deliver(deps, options, batch);
   const concurrent = await database.settled();
-  if (!concurrent.leaseHeld) return { idle: false, full, leaseLost: true, settlement };
-  if (settlement === undefined) return { idle: false, full, leaseLost: false, settlement };
+  if (!concurrent.leaseHeld) return { idle: false, full, leaseLost: true, settlement, publishersQuiet };
+  if (settlement === undefined) return { idle: false, full, leaseLost: false, settlement, publishersQuiet };
   if (batch.length > DECODE_SLICE) await yieldToLoop();
   // Messages left untouched behind a failure of their group stay ready, below the cursor.
   rewindBefore(cursor, settlement.skipped);
   const next = concurrent.next;
   if (next !== undefined && isAcknowledgeOnly(settlement) && settlement.skipped.length === 0) {
-    return { idle: false, full: true, leaseLost: false, settlement, next, deferred: settlement };
+    return {
+      idle: false,
+      full: true,
+      leaseLost: false,
+      settlement,
+      next,
+      deferred: settlement,
+      publishersQuiet,
+    };
   }
   // The next batch was polled before this one's outcome was known: it may hold later messages of
   // a group that failed or was skipped here. Drop it: its rows stay ready, and since the cursor
   // never moved for them, the next poll reads them again.
-  if (!(await settle(deps, options, settlement))) return { idle: false, full, leaseLost: true, settlement };
-  return { idle: false, full: full || settlement.delivered.length > 0, leaseLost: false, settlement };
+  if (!(await settle(deps, options, settlement)))
+    return { idle: false, full, leaseLost: true, settlement, publishersQuiet };
+  return {
+    idle: false,
+    full: full || settlement.delivered.length > 0,
+    leaseLost: false,
+    settlement,
+    publishersQuiet,
+  };
 }
 
 /** What a round needs of a polled row before it parses the payload. */
@@ -600,8 +635,23 @@ export class PartitionWorker {
 
   /** Poll now (a NOTIFY arrived). */
   wake(): void {
+    this.notifications += 1;
     this.woken = true;
     this.wakeUp?.();
+  }
+
+  private notifications = 0;
+  private publishersBackoff = 1;
+
+  /**
+   * How long to wait before polling again for publishers in flight: 1 ms, doubling up to 50 ms (or
+   * the poll interval): a publisher's transaction usually commits within a millisecond, but one
+   * that publishes early in a long transaction must not make the worker poll flat out.
+   */
+  private untilPublishersCommit(): number {
+    const delay = this.publishersBackoff;
+    this.publishersBackoff = Math.min(this.publishersBackoff * 2, 50, this.deps.outbox.pollInterval);
+    return delay;
   }
 
   /** Finish the batch in flight, then stop. */
@@ -629,8 +679,11 @@ export class PartitionWorker {
     let failures = 0;
     let polled: readonly Row[] | undefined;
     let deferred: Settlement | undefined;
+    /** The notifications counted when the last poll found publishers quiet (`notify`). */
+    let quietAsOf: number | undefined;
     while (!this.stopping) {
       try {
+        const notifications = this.notifications;
         const round = await runRound(this.deps, {
           lease: this.lease,
           cursor: this.cursor,
@@ -653,8 +706,19 @@ export class PartitionWorker {
           this.lost = true;
           return;
         }
+        const mayRest = quietAsOf !== undefined && quietAsOf === this.notifications;
+        quietAsOf = round.publishersQuiet ? notifications : undefined;
+        if (round.settlement !== undefined) this.publishersBackoff = 1;
         if (round.full) continue;
         if (!(await this.renewIfDue())) return;
+        if (outbox.notify && !mayRest) {
+          // A publisher may have left its NOTIFY out to one this worker already received, and not
+          // have committed yet: poll again soon rather than wait for a notification. Once a poll
+          // finds publishers quiet, the next one may wait.
+          if (quietAsOf === undefined) await this.sleep(this.untilPublishersCommit());
+          continue;
+        }
+        this.publishersBackoff = 1;
         await this.sleep(await this.idleDelay());
       } catch (error) {
         // Database down or a statement failed: log, back off, try again. What was not acknowledged
@@ -663,6 +727,7 @@ export class PartitionWorker {
         this.cursor.restart();
         polled = undefined;
         deferred = undefined;
+        quietAsOf = undefined;
         failures += 1;
         emit(channels.error, () => ({
           instance: this.deps.instance,
