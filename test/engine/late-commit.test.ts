@@ -3,10 +3,12 @@
  * cursor after the cursor moved past its id. The next message of its group, published after that
  * commit, must still not be delivered first. Found by the 35-minute chaos run (docs/reliability.md).
  */
+import type { PoolClient } from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, batchRelay, type Envelope } from 'outboxer';
+import { inFlight } from '../../src/dialects/postgres/postgres-dialect.js';
 import { postgresFixture } from '../support/databases.js';
-import { waitUntil } from '../support/random.js';
+import { sleep, waitUntil } from '../support/random.js';
 
 type PgFixture = Awaited<ReturnType<typeof postgresFixture>>;
 
@@ -16,6 +18,38 @@ describe('a message committed late, below the cursor, on postgres', () => {
     fixture = await postgresFixture();
   });
   afterAll(() => fixture.close());
+
+  /**
+   * With the first batch held by the relay (the cursor is past the early message by then): commits
+   * the early message's transaction, publishes the next message of its group, lets the relay go
+   * on, and checks that the early message went out first.
+   */
+  async function commitThenCheckOrder(
+    run: {
+      outboxer: Outboxer<unknown, boolean>;
+      outbox: string;
+      open: PoolClient;
+      early: number;
+      total: number;
+    },
+    batches: () => number,
+    deliveries: readonly Envelope[],
+    releaseFirstBatch: () => void,
+  ): Promise<void> {
+    const { outboxer, outbox, open, early, total } = run;
+    await waitUntil(() => batches() === 1, 10_000, 'the first batch');
+    await open.query('COMMIT');
+    open.release();
+    const later = await fixture.transaction(async (tx) =>
+      outboxer.publish(tx, outbox, { n: 'later' }, { groupKey: 'g' }),
+    );
+    releaseFirstBatch();
+    await waitUntil(() => new Set(deliveries.map((m) => m.id)).size === total, 10_000, 'every message');
+    await outboxer.stop();
+    const group = deliveries.filter((m) => m.groupKey === 'g').map((m) => m.id);
+    expect(group).toEqual([early, later]);
+    await outboxer.close();
+  }
 
   // A failure in the first batch makes its settle a transaction of its own, so the next poll is a
   // statement of its own too; without one, the next poll rides on the acknowledgement.
@@ -62,18 +96,95 @@ describe('a message committed late, below the cursor, on postgres', () => {
 
     await outboxer.start();
     // The first batch is five of the twelve, all above the early id: the cursor is past it now.
-    await waitUntil(() => batches === 1, 10_000, 'the first batch');
-    await open.query('COMMIT');
-    open.release();
-    const later = await fixture.transaction(async (tx) =>
-      outboxer.publish(tx, 'late', { n: 'later' }, { groupKey: 'g' }),
+    await commitThenCheckOrder(
+      { outboxer, outbox: 'late', open, early, total: 14 },
+      () => batches,
+      deliveries,
+      releaseFirstBatch,
     );
-    releaseFirstBatch();
+  });
 
-    await waitUntil(() => new Set(deliveries.map((m) => m.id)).size === 14, 10_000, 'every message');
-    await outboxer.stop();
-    const group = deliveries.filter((m) => m.groupKey === 'g').map((m) => m.id);
-    expect(group).toEqual([early, later]);
-    await outboxer.close();
+  test("a transaction above the snapshot's xmax counts as in flight, and as written once it committed", async () => {
+    // A snapshot that does not list the open transaction, as when nothing newer has completed:
+    // its xmax is the transaction's own id. Deterministic, whatever else the server runs.
+    const inFlightOn = async (xid: string): Promise<string[]> => {
+      const rows = await fixture.query(
+        `SELECT ${inFlight(`(SELECT '${xid}:${xid}:'::pg_snapshot AS s)`)} AS in_flight`,
+      );
+      return rows[0]!.in_flight as string[];
+    };
+    const open = await fixture.pool.connect();
+    await open.query('BEGIN');
+    const { rows } = await open.query('SELECT pg_current_xact_id()::text AS xid');
+    const xid = rows[0].xid as string;
+    expect(await inFlightOn(xid)).toContain(xid);
+    await open.query('COMMIT');
+    // Committed since that snapshot: invisible to it, so its rows may lie below the cursor.
+    expect(await inFlightOn(xid)).toContain(xid);
+
+    await open.query('BEGIN');
+    const aborted = (await open.query('SELECT pg_current_xact_id()::text AS xid')).rows[0].xid as string;
+    await open.query('ROLLBACK');
+    open.release();
+    expect(await inFlightOn(aborted)).not.toContain(aborted);
+  });
+
+  test('is delivered first even when its transaction id is above every completed one', async () => {
+    // A snapshot lists only the transactions in flight below its xmax, one more than the newest
+    // completed transaction id. Here the transaction that commits the later ids is the older one,
+    // so the open transaction is newer than anything completed when the worker polls (unless
+    // another transaction on the server completes meanwhile: the test above is the exact one).
+    const deliveries: Envelope[] = [];
+    let releaseFirstBatch!: () => void;
+    const firstBatchHeld = new Promise<void>((resolve) => (releaseFirstBatch = resolve));
+    let batches = 0;
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      leaseTimeout: 300_000, // no lease renewal (a write) while the test runs
+      outboxes: {
+        late_xmax: {
+          table: 'late_xmax',
+          batchSize: 5,
+          notify: true,
+          pollInterval: 60_000,
+          relay: batchRelay(async (batch) => {
+            batches += 1;
+            if (batches === 1) await firstBatchHeld;
+            deliveries.push(...batch);
+          }),
+        },
+      },
+    });
+    await outboxer.migrate();
+    await outboxer.start();
+    await sleep(300); // the worker has polled the empty table and waits
+
+    // `older` takes its transaction id first, and its publish makes it the transaction that will
+    // NOTIFY; `open` publishes next (a newer id, no NOTIFY of its own); `older` then draws the
+    // higher message ids and commits, which wakes the worker: when it polls, the newest completed
+    // transaction is `older`, so its snapshot does not list `open`.
+    const older = await fixture.pool.connect();
+    await older.query('BEGIN');
+    await outboxer.publish(older, 'late_xmax', { n: 'first' }, { groupKey: 'other:first' });
+    const open = await fixture.pool.connect();
+    await open.query('BEGIN');
+    const early = await outboxer.publish(open, 'late_xmax', { n: 'early' }, { groupKey: 'g' });
+    await outboxer.publishMany(
+      older,
+      Array.from({ length: 12 }, (_, i) => ({
+        outbox: 'late_xmax',
+        payload: { n: i },
+        groupKey: `other:${i}`,
+      })),
+    );
+    await older.query('COMMIT');
+    older.release();
+
+    await commitThenCheckOrder(
+      { outboxer, outbox: 'late_xmax', open, early, total: 15 },
+      () => batches,
+      deliveries,
+      releaseFirstBatch,
+    );
   });
 });

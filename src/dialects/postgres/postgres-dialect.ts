@@ -159,6 +159,33 @@ interface PollPlaceholders {
 }
 
 /**
+ * The transaction ids from the snapshot's `xmax` up to the newest one assigned by now, as a set of
+ * `xid8`. A snapshot lists the transactions in flight below its `xmax` (one more than the newest
+ * *completed* id) only: one that took a newer id before the snapshot is invisible to it without
+ * being listed, yet may have drawn message ids below the committed ones the poll returns. `age()`
+ * measures from the next id to be assigned (or this transaction's own, once it has one), fixed
+ * for the transaction at its first call, which comes after the snapshot. Usually a handful of ids;
+ * capped at 10,000.
+ */
+function aboveXmax(snapshot: string): string {
+  const xmax = `pg_snapshot_xmax(${snapshot})::text::bigint`;
+  return `(SELECT (${xmax} + g)::text::xid8 AS x FROM generate_series(0, LEAST(10000, age((${xmax} % 4294967296)::text::xid)) - 1) AS g)`;
+}
+
+/**
+ * The writing transactions in flight on the snapshot in column `s` of `snapshots` (a relation of
+ * one row), as an array of `xid8` text, this statement's own left out: those it lists, and those
+ * above its `xmax` that have not aborted (a newer one that committed since is invisible to it too).
+ */
+export function inFlight(snapshots: string): string {
+  return `(SELECT coalesce(array_agg(x::text), '{}') FROM ${snapshots} AS snap, LATERAL (
+       SELECT pg_snapshot_xip(snap.s) AS x
+       UNION ALL
+       SELECT x FROM ${aboveXmax('snap.s')} AS above WHERE pg_xact_status(x) IS DISTINCT FROM 'aborted'
+     ) AS writing WHERE x IS DISTINCT FROM pg_current_xact_id_if_assigned())`;
+}
+
+/**
  * Where the poll starts, decided on its own snapshot (see `PollParams.watch`): the cursor, or the
  * lowest `rewindTo` of a watched transaction that has ended since, which may have committed
  * messages below the cursor. Also the writing transactions the snapshot sees in flight (the
@@ -177,8 +204,7 @@ start AS MATERIALIZED (
   SELECT ${quiet}LEAST(${afterId}::bigint, COALESCE((
       SELECT min(w.r) FROM unnest(${xids}::xid8[], ${rewindTo}::bigint[]) AS w(x, r), snap
       WHERE pg_visible_in_snapshot(w.x, snap.s)), ${afterId}::bigint)) AS after_id,
-    (SELECT coalesce(array_agg(x::text), '{}') FROM snap, pg_snapshot_xip(snap.s) AS x
-     WHERE x IS DISTINCT FROM pg_current_xact_id_if_assigned()) AS in_flight
+    ${inFlight('snap')} AS in_flight
 )`;
 }
 
