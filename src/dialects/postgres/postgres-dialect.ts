@@ -125,11 +125,10 @@ function notifyLock(kind: 'publishing' | 'notifying', payload: string): string {
  * NOTIFY, unless another transaction in flight will send the same payload when it commits.
  * Postgres serialises the commits of notifying transactions (one global lock, held through the
  * commit's WAL flush), so ten writers that all notify lose a third to a half of their rate; this
- * way one transaction per payload notifies at a time. One that leaves its NOTIFY out has its
- * transaction id first (so a relay's snapshot taken after the other commits shows it in flight)
- * and holds `publishing` until it ends: a relay polls again, rather than waiting for a
- * notification, until a poll finds no such transaction (`checkPublishers`). A relay that is
- * testing `publishing` at that very moment makes the publisher notify anyway.
+ * way one transaction per payload notifies at a time. Every publisher holds `publishing` until it
+ * ends, so a relay polls again, rather than waiting for a notification, until a poll finds none
+ * in flight (`checkPublishers`); a relay testing `publishing` at that very moment makes the
+ * publisher notify anyway. (The transaction id comes first for the late-commit watch: startCtes.)
  */
 function coalescedNotify(channel: string, payload: string): string {
   return `CASE WHEN pg_current_xact_id() IS NULL THEN NULL
@@ -169,7 +168,9 @@ interface PollPlaceholders {
  */
 function aboveXmax(snapshot: string): string {
   const xmax = `pg_snapshot_xmax(${snapshot})::text::bigint`;
-  return `(SELECT (${xmax} + g)::text::xid8 AS x FROM generate_series(0, LEAST(10000, age((${xmax} % 4294967296)::text::xid)) - 1) AS g)`;
+  // 0, 1 and 2 are never assigned (the counter skips them as it wraps): `age()` of one is 2^31 - 1.
+  const count = `CASE WHEN ${xmax} % 4294967296 < 3 THEN 0 ELSE LEAST(10000, age((${xmax} % 4294967296)::text::xid)) END`;
+  return `(SELECT (${xmax} + g)::text::xid8 AS x FROM generate_series(0, ${count} - 1) AS g)`;
 }
 
 /**
