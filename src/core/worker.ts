@@ -128,25 +128,31 @@ export interface RoundOptions {
   readonly deferred?: Settlement;
 }
 
-/** One round: poll, hold blocked rows, deliver, settle. */
+/** One round: poll (unless the previous round did), hold blocked rows, deliver, settle. */
 export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise<RoundResult> {
   const { adapter, outbox } = deps;
-  const { dialect } = adapter;
+  if (options.polled !== undefined)
+    return { ...(await roundOf(deps, options, options.polled)), publishersQuiet: false };
+  const checkPublishers = outbox.notify
+    ? { checkPublishers: notifyPayload(deps.instance, outbox.name, options.lease.partition) }
+    : {};
+  const rows = await adapter.execute(
+    adapter.dialect.poll(outbox.table, { ...pollParams(deps, options), ...checkPublishers }),
+  );
+  const publishersQuiet = outbox.notify && rows[0]?.publishers_quiet === true;
+  return { ...(await roundOf(deps, options, rows)), publishersQuiet };
+}
+
+/** The rest of a round, on the rows of its poll. */
+async function roundOf(
+  deps: WorkerDeps,
+  options: RoundOptions,
+  rows: readonly Row[],
+): Promise<Omit<RoundResult, 'publishersQuiet'>> {
+  const { adapter, outbox } = deps;
   const { cursor } = options;
   const limit = outbox.batchSize;
-  const checkPublishers = options.polled === undefined && outbox.notify;
-  const rows =
-    options.polled ??
-    (await adapter.execute(
-      dialect.poll(outbox.table, {
-        ...pollParams(deps, options),
-        ...(checkPublishers
-          ? { checkPublishers: notifyPayload(deps.instance, outbox.name, options.lease.partition) }
-          : {}),
-      }),
-    ));
   const start = pollStart(rows);
-  const publishersQuiet = checkPublishers && rows[0]?.publishers_quiet === true;
   if (start !== undefined) cursor.polled(start.afterId);
   const polled = readPolled(rows);
   const full = polled.filter((m) => m.status === Status.ready).length >= limit;
@@ -156,7 +162,7 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   if (blocked.length > 0) await hold(deps, options, blocked);
   if (chosen.length === 0 || options.signal.aborted) {
     const written = options.deferred === undefined || (await settle(deps, options, options.deferred));
-    return { idle: chosen.length === 0, full, leaseLost: !written, settlement: undefined, publishersQuiet };
+    return { idle: chosen.length === 0, full, leaseLost: !written, settlement: undefined };
   }
 
   // The database's share of the round (writing the previous batch's acknowledgement, polling the
@@ -178,8 +184,8 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
   if (batch.length > DECODE_SLICE) await yieldToLoop();
   const settlement = await deliver(deps, options, batch);
   const concurrent = await database.settled();
-  if (!concurrent.leaseHeld) return { idle: false, full, leaseLost: true, settlement, publishersQuiet };
-  if (settlement === undefined) return { idle: false, full, leaseLost: false, settlement, publishersQuiet };
+  if (!concurrent.leaseHeld) return { idle: false, full, leaseLost: true, settlement };
+  if (settlement === undefined) return { idle: false, full, leaseLost: false, settlement };
   if (batch.length > DECODE_SLICE) await yieldToLoop();
   // Messages left untouched behind a failure of their group stay ready, below the cursor.
   rewindBefore(cursor, settlement.skipped);
@@ -192,20 +198,17 @@ export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise
       settlement,
       next,
       deferred: settlement,
-      publishersQuiet,
     };
   }
   // The next batch was polled before this one's outcome was known: it may hold later messages of
   // a group that failed or was skipped here. Drop it: its rows stay ready, and since the cursor
   // never moved for them, the next poll reads them again.
-  if (!(await settle(deps, options, settlement)))
-    return { idle: false, full, leaseLost: true, settlement, publishersQuiet };
+  if (!(await settle(deps, options, settlement))) return { idle: false, full, leaseLost: true, settlement };
   return {
     idle: false,
     full: full || settlement.delivered.length > 0,
     leaseLost: false,
     settlement,
-    publishersQuiet,
   };
 }
 

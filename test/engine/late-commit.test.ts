@@ -12,6 +12,28 @@ import { sleep, waitUntil } from '../support/random.js';
 
 type PgFixture = Awaited<ReturnType<typeof postgresFixture>>;
 
+type FirstBatchGate = ReturnType<typeof firstBatchGate>;
+
+/** A relay's first batch waits in `enter()` until `release()`; what the relay delivers goes in `deliveries`. */
+function firstBatchGate() {
+  const deliveries: Envelope[] = [];
+  let release!: () => void;
+  const released = new Promise<void>((resolve) => (release = resolve));
+  let batches = 0;
+  return {
+    deliveries,
+    release,
+    batches: () => batches,
+    /** Counts a batch and holds the first one until released; true for the first. */
+    async enter(): Promise<boolean> {
+      batches += 1;
+      if (batches > 1) return false;
+      await released;
+      return true;
+    },
+  };
+}
+
 describe('a message committed late, below the cursor, on postgres', () => {
   let fixture: PgFixture;
   beforeAll(async () => {
@@ -32,21 +54,19 @@ describe('a message committed late, below the cursor, on postgres', () => {
       early: number;
       total: number;
     },
-    batches: () => number,
-    deliveries: readonly Envelope[],
-    releaseFirstBatch: () => void,
+    gate: FirstBatchGate,
   ): Promise<void> {
     const { outboxer, outbox, open, early, total } = run;
-    await waitUntil(() => batches() === 1, 10_000, 'the first batch');
+    await waitUntil(() => gate.batches() === 1, 10_000, 'the first batch');
     await open.query('COMMIT');
     open.release();
     const later = await fixture.transaction(async (tx) =>
       outboxer.publish(tx, outbox, { n: 'later' }, { groupKey: 'g' }),
     );
-    releaseFirstBatch();
-    await waitUntil(() => new Set(deliveries.map((m) => m.id)).size === total, 10_000, 'every message');
+    gate.release();
+    await waitUntil(() => new Set(gate.deliveries.map((m) => m.id)).size === total, 10_000, 'every message');
     await outboxer.stop();
-    const group = deliveries.filter((m) => m.groupKey === 'g').map((m) => m.id);
+    const group = gate.deliveries.filter((m) => m.groupKey === 'g').map((m) => m.id);
     expect(group).toEqual([early, later]);
     await outboxer.close();
   }
@@ -57,10 +77,7 @@ describe('a message committed late, below the cursor, on postgres', () => {
     ['polled with the acknowledgement', false],
     ['polled on its own', true],
   ])('is delivered before the later message of its group (%s)', async (_, failOne) => {
-    const deliveries: Envelope[] = [];
-    let releaseFirstBatch!: () => void;
-    const firstBatchHeld = new Promise<void>((resolve) => (releaseFirstBatch = resolve));
-    let batches = 0;
+    const gate = firstBatchGate();
     const outboxer = new Outboxer({
       database: fixture.database,
       outboxes: {
@@ -70,13 +87,12 @@ describe('a message committed late, below the cursor, on postgres', () => {
           // No periodic restart of the cursor during the test: only the fix can bring it back.
           pollInterval: 60_000,
           relay: batchRelay(async (batch) => {
-            batches += 1;
-            if (batches === 1) await firstBatchHeld;
-            if (batches === 1 && failOne) {
-              deliveries.push(...batch.slice(1));
+            const first = await gate.enter();
+            if (first && failOne) {
+              gate.deliveries.push(...batch.slice(1));
               return batch.map((_, i) => (i === 0 ? { ok: false, error: new Error('once') } : { ok: true }));
             }
-            deliveries.push(...batch);
+            gate.deliveries.push(...batch);
           }),
         },
       },
@@ -96,12 +112,7 @@ describe('a message committed late, below the cursor, on postgres', () => {
 
     await outboxer.start();
     // The first batch is five of the twelve, all above the early id: the cursor is past it now.
-    await commitThenCheckOrder(
-      { outboxer, outbox: 'late', open, early, total: 14 },
-      () => batches,
-      deliveries,
-      releaseFirstBatch,
-    );
+    await commitThenCheckOrder({ outboxer, outbox: 'late', open, early, total: 14 }, gate);
   });
 
   test("a transaction above the snapshot's xmax counts as in flight, and as written once it committed", async () => {
@@ -134,10 +145,7 @@ describe('a message committed late, below the cursor, on postgres', () => {
     // completed transaction id. Here the transaction that commits the later ids is the older one,
     // so the open transaction is newer than anything completed when the worker polls (unless
     // another transaction on the server completes meanwhile: the test above is the exact one).
-    const deliveries: Envelope[] = [];
-    let releaseFirstBatch!: () => void;
-    const firstBatchHeld = new Promise<void>((resolve) => (releaseFirstBatch = resolve));
-    let batches = 0;
+    const gate = firstBatchGate();
     const outboxer = new Outboxer({
       database: fixture.database,
       leaseTimeout: 300_000, // no lease renewal (a write) while the test runs
@@ -148,9 +156,8 @@ describe('a message committed late, below the cursor, on postgres', () => {
           notify: true,
           pollInterval: 60_000,
           relay: batchRelay(async (batch) => {
-            batches += 1;
-            if (batches === 1) await firstBatchHeld;
-            deliveries.push(...batch);
+            await gate.enter();
+            gate.deliveries.push(...batch);
           }),
         },
       },
@@ -180,11 +187,6 @@ describe('a message committed late, below the cursor, on postgres', () => {
     await older.query('COMMIT');
     older.release();
 
-    await commitThenCheckOrder(
-      { outboxer, outbox: 'late_xmax', open, early, total: 15 },
-      () => batches,
-      deliveries,
-      releaseFirstBatch,
-    );
+    await commitThenCheckOrder({ outboxer, outbox: 'late_xmax', open, early, total: 15 }, gate);
   });
 });
