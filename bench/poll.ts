@@ -31,31 +31,58 @@ const LEASE = { outbox: 'bench', partition: 0, owner: 'bench', epoch: 1 };
 
 const table = (name: string) => ({ schema: undefined, name });
 
-/** The statement a worker of partition 0 runs at the start of a pass (cursor at 0), batch 100. */
-export function pollStatement(name: string): SqlQuery {
+/**
+ * The statement a worker of partition 0 runs, batch 100: by default at the start of a pass (cursor
+ * at 0); `at` gives a cursor and the rewind count the worker saw on the lease row (none: no row).
+ */
+export function pollStatement(
+  name: string,
+  at: { afterId: number; rewindsSeen?: number } = { afterId: 0 },
+): SqlQuery {
   return postgresDialect.poll(table(name), {
     lease: LEASE,
     ordering: 'group',
     limit: 100,
-    afterId: 0,
+    ...at,
     dueBefore: null,
     parkDead: false, // the default onDead: 'continue', as the worker passes it
   });
 }
 
+/**
+ * Where the engine's cursor stood once it had drained a table: at the last id drawn (the last
+ * message it handed out), with the rewind count of the lease row it held.
+ */
+async function drainedCursor(
+  ctx: BenchContext,
+  name: string,
+): Promise<{ afterId: number; rewindsSeen?: number }> {
+  const { rows: last } = await ctx.pool.query(
+    `SELECT pg_sequence_last_value(pg_get_serial_sequence($1, 'id'))::int AS id`,
+    [`"${name}"`],
+  );
+  const { rows: lease } = await ctx.pool.query(
+    `SELECT rewinds::int FROM "${name}_leases" WHERE outbox = 'bench' AND partition = 0`,
+  );
+  return { afterId: last[0].id, ...(lease[0] === undefined ? {} : { rewindsSeen: lease[0].rewinds }) };
+}
+
 /** Client p50 and server time of the poll, for a row's note. */
-async function pollFigures(ctx: BenchContext, name: string, iterations: number) {
-  const current = await timeStatement(ctx.pool, pollStatement(name), iterations);
-  const currentServer = await serverTime(ctx.pool, pollStatement(name));
+async function pollFigures(ctx: BenchContext, query: SqlQuery, iterations: number) {
+  const current = await timeStatement(ctx.pool, query, iterations);
+  const currentServer = await serverTime(ctx.pool, query);
   const describe = () =>
     `server execution ${formatMs(currentServer)} ms (EXPLAIN ANALYZE, median of 15); p95 at the client ${formatMs(current.p95)} ms`;
   return { current, currentServer, describe };
 }
 
 /**
- * A poll row of a blocked state: timed first with the statistics the table had before the block
- * (nothing analyzed it since: this server runs with autovacuum off), then after VACUUM (ANALYZE);
- * the judged figure is the worse of the two, against the unblocked poll.
+ * A poll row of a blocked state, at the cursor the engine stood at when the new backlog arrived:
+ * timed first with the statistics the table had before the block (nothing analyzed it since: this
+ * server runs with autovacuum off), then after VACUUM (ANALYZE); the judged figure is the worse of
+ * the two, against the unblocked poll. The poll from the beginning, which a worker runs once per
+ * pollInterval and after a rewind, is timed beside it: before vacuum it steps over the index
+ * entries that the held and delivered rows left.
  */
 async function blockedPollRow(
   ctx: BenchContext,
@@ -66,13 +93,23 @@ async function blockedPollRow(
     iterations: number;
     spec: string;
     how: string;
-    beforeVacuum?: () => Promise<void>;
+    /** Publishes the new backlog of other groups. */
+    arrive: () => Promise<void>;
+    /** Title of the plans (BENCH_PLANS=1) of the poll at the cursor, before and after vacuum. */
+    plan: string;
   },
 ): Promise<void> {
-  const stale = await pollFigures(ctx, row.table, Math.ceil(row.iterations / 3));
-  await row.beforeVacuum?.();
+  const cursor = await drainedCursor(ctx, row.table);
+  await row.arrive();
+  const atCursor = pollStatement(row.table, cursor);
+  const fromStart = pollStatement(row.table);
+  const stale = await pollFigures(ctx, atCursor, Math.ceil(row.iterations / 3));
+  const staleRestart = await pollFigures(ctx, fromStart, Math.ceil(row.iterations / 3));
+  await plan(ctx, `${row.plan}, statistics of before the block`, atCursor);
   await vacuum(ctx.pool, row.table);
-  const analyzed = await pollFigures(ctx, row.table, row.iterations);
+  const analyzed = await pollFigures(ctx, atCursor, row.iterations);
+  await plan(ctx, `${row.plan}, analyzed`, atCursor);
+  const analyzedRestart = await pollFigures(ctx, fromStart, Math.ceil(row.iterations / 3));
   const worst = Math.max(analyzed.current.p50, stale.current.p50);
   const ratio = worst / row.unblocked;
   addRow(ctx, {
@@ -89,7 +126,7 @@ async function blockedPollRow(
       met: judge(ctx, ratio <= 2),
     },
     spec: row.spec,
-    note: `${row.how} With the statistics of before the block: ${stale.describe()}. After VACUUM (ANALYZE): median of ${row.iterations}; ${analyzed.describe()}.`,
+    note: `${row.how} The poll from the engine's cursor (after id ${cursor.afterId.toLocaleString('en-US')}), with the statistics of before the block: ${stale.describe()}. After VACUUM (ANALYZE): median of ${row.iterations}; ${analyzed.describe()}. From the beginning (once per pollInterval, and after a rewind): ${formatMs(staleRestart.current.p50)} ms with the statistics of before the block (${times(staleRestart.current.p50 / row.unblocked)} the unblocked poll), ${formatMs(analyzedRestart.current.p50)} ms after VACUUM (${times(analyzedRestart.current.p50 / row.unblocked)}).`,
   });
 }
 
@@ -174,7 +211,7 @@ export async function pollRows(ctx: BenchContext): Promise<void> {
   await publishOnly(pool, SMALL).migrate();
   await fill(pool, { table: SMALL, outbox: 'bench', count: small, groups: GROUPS, partitions: 1 });
   await vacuum(pool, SMALL);
-  const smallFigures = await pollFigures(ctx, SMALL, iterations);
+  const smallFigures = await pollFigures(ctx, pollStatement(SMALL), iterations);
   const smallPoll = smallFigures.current;
   const plainHead: SqlQuery = {
     text: `SELECT id, partition, group_key, type, payload::text AS payload, headers::text AS headers, attempts, last_error, next_attempt_at, inserted_at, status FROM "${SMALL}" WHERE outbox = $1 AND partition = $2 AND status = 0 ORDER BY id LIMIT 100`,
@@ -211,7 +248,7 @@ export async function pollRows(ctx: BenchContext): Promise<void> {
   const coldOurs = (await seconds(() => bigOutboxer.counts('bench'))).seconds * 1000;
   const coldGrouped = (await seconds(() => pool.query(groupedCount(BIG).text))).seconds * 1000;
   await vacuum(pool, BIG);
-  const bigFigures = await pollFigures(ctx, BIG, iterations);
+  const bigFigures = await pollFigures(ctx, pollStatement(BIG), iterations);
   const bigPoll = bigFigures.current;
   const depthRatio = bigPoll.p50 / smallPoll.p50;
   addRow(ctx, {
@@ -323,24 +360,25 @@ export async function pollRows(ctx: BenchContext): Promise<void> {
   });
   await vacuum(pool, BLOCKED);
   const blocked = await blockThroughEngine(ctx, BLOCKED, others);
-  // A fresh backlog of other groups arrives: the poll returns a full batch, as in the 10k row.
-  await fill(pool, {
-    table: BLOCKED,
-    outbox: 'bench',
-    count: others,
-    groups: GROUPS,
-    partitions: 1,
-    from: behind + others + 1,
-  });
   await blockedPollRow(ctx, {
+    // A fresh backlog of other groups arrives: the poll returns a full batch, as in the 10k row.
+    arrive: () =>
+      fill(pool, {
+        table: BLOCKED,
+        outbox: 'bench',
+        count: others,
+        groups: GROUPS,
+        partitions: 1,
+        from: behind + others + 1,
+      }),
     table: BLOCKED,
     what: `One poll, a blocked group with ${behind.toLocaleString('en-US')} rows behind its head`,
     unblocked: smallPoll.p50,
     iterations,
     spec: '15 ms',
     how: `State reached through the engine: its relay failed the head (retry in 1 h) and the engine moved the ${blocked.held.toLocaleString('en-US')} rows behind it to held, which took ${blocked.seconds.toFixed(1)} s once (${Math.ceil(behind / 100)} poll-and-hold rounds) before the ${others.toLocaleString('en-US')} later messages of other groups went out; then ${others.toLocaleString('en-US')} new ready rows.`,
+    plan: `Poll, a blocked group with ${behind} rows behind its head`,
   });
-  await plan(ctx, `Poll, a blocked group with ${behind} rows behind its head`, pollStatement(BLOCKED));
   await dropTables(pool, BLOCKED);
 
   // --- 2,000 blocked groups with 10 rows behind each.
@@ -364,29 +402,24 @@ export async function pollRows(ctx: BenchContext): Promise<void> {
   });
   await vacuum(pool, MANY);
   const many = await blockThroughEngine(ctx, MANY, others);
-  await fill(pool, {
-    table: MANY,
-    outbox: 'bench',
-    count: others,
-    groups: GROUPS,
-    partitions: 1,
-    from: 11 * groups + others,
-  });
   await blockedPollRow(ctx, {
+    arrive: () =>
+      fill(pool, {
+        table: MANY,
+        outbox: 'bench',
+        count: others,
+        groups: GROUPS,
+        partitions: 1,
+        from: 11 * groups + others,
+      }),
     table: MANY,
     what: `One poll, ${groups.toLocaleString('en-US')} blocked groups with 10 rows behind each`,
     unblocked: smallPoll.p50,
     iterations,
     spec: '4.5 ms',
     how: `Reached through the engine (${many.heads} retrying heads, ${many.held.toLocaleString('en-US')} held rows; ${many.seconds.toFixed(1)} s to get there), then ${others.toLocaleString('en-US')} new ready rows.`,
-    beforeVacuum: () =>
-      plan(
-        ctx,
-        `Poll, ${groups} blocked groups with 10 rows behind each, statistics of before the block`,
-        pollStatement(MANY),
-      ),
+    plan: `Poll, ${groups} blocked groups with 10 rows behind each`,
   });
-  await plan(ctx, `Poll, ${groups} blocked groups with 10 rows behind each, analyzed`, pollStatement(MANY));
   await dropTables(pool, MANY);
 
   await pruneRow(ctx);

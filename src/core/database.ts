@@ -110,6 +110,15 @@ export interface PollParams {
    * (the writing transactions of its snapshot) on every row, with a row of nulls when it found nothing.
    */
   readonly watch?: PollWatch;
+  /**
+   * The partition's rewind count as the worker last saw it (`undefined` before its first poll).
+   * Statements outside the worker that make messages ready again below its cursor (`discard()`
+   * releasing a group, `retryDead()`) count a rewind on the outbox's lease rows in their own
+   * transaction ({@link Dialect.countRewind}); a poll that sees a count other than this one starts
+   * from the beginning. It reports the count (`rewinds`) and where it started (`after_id`) on its
+   * first row.
+   */
+  readonly rewindsSeen?: number;
   /** Treat retries due before this time as due; `null` = now; `Infinity` = all (manual testing). */
   readonly dueBefore: Date | null | 'infinity';
   /** `onDead: 'park'`: a dead message blocks its group like a retrying one. */
@@ -191,6 +200,12 @@ export interface Dialect {
    * the poll started (see {@link PollParams.watch}) does so on the first row.
    */
   poll(table: QualifiedName, params: PollParams): SqlQuery;
+  /**
+   * Counts a rewind on every lease row of an outbox (see {@link PollParams.rewindsSeen}). Run first
+   * in the transaction that makes messages ready below the workers' cursors: it locks the lease
+   * rows before any message row, the order a worker's settle takes them in.
+   */
+  countRewind(table: QualifiedName, outbox: string): SqlQuery;
   /** Moves ready messages of blocked groups out of the poll's way (`held`), re-checking the block. */
   hold(
     table: QualifiedName,

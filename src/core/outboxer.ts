@@ -587,10 +587,13 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     const o = this.outbox(outbox);
     const ids = options.ids === undefined ? undefined : checkIds(options.ids);
     await this.agreeOnDeadMessages(o);
-    const rows = await this.adapter.execute(
-      this.adapter.dialect.retryDead(o.table, o.name, ids, o.onDead === 'park'),
-    );
-    return rows.length;
+    const { dialect } = this.adapter;
+    // Revived messages keep their ids, below the workers' cursors: the count makes them look.
+    const [, revived] = await this.adapter.executeAtomically([
+      dialect.countRewind(o.table, o.name),
+      dialect.retryDead(o.table, o.name, ids, o.onDead === 'park'),
+    ]);
+    return revived!.length;
   }
 
   /** Removes messages for good (pending or dead); a group they blocked moves on. Returns how many were removed. */
@@ -598,7 +601,10 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     const o = this.outbox(outbox);
     const { dialect } = this.adapter;
     await this.agreeOnDeadMessages(o);
-    const [removed] = await this.adapter.executeAtomically([
+    // A group that moves on gets its held messages back, below the workers' cursors: before any
+    // later message of the group is polled, the count sends each worker back to the beginning.
+    const [, removed] = await this.adapter.executeAtomically([
+      dialect.countRewind(o.table, o.name),
       dialect.discard(o.table, o.name, checkIds(ids)),
       dialect.releaseOrphanedHolds(o.table, o.name, o.onDead === 'park'),
     ]);

@@ -52,8 +52,11 @@ export interface RoundResult {
 /**
  * Poll position of a partition. Polls start after the last ready id handed out, so they never
  * step over the index entries that deleted rows leave behind until vacuum. They restart from the
- * beginning when the backlog is drained, after held rows were released, and at least once per
- * poll interval.
+ * beginning after held rows were released, when a statement outside the worker made messages
+ * ready below the cursor (it counts a rewind on the lease row, which the poll reads: see
+ * `PollParams.rewindsSeen`), at least once per poll interval, and, where the database does not
+ * report the transactions in flight (SQLite, whose deletes leave no index entries behind), when
+ * the backlog is drained.
  *
  * A transaction in flight when the cursor moved past ids may commit messages below it later (ids
  * are drawn at insert, not at commit), and a later message of the same group could then be polled
@@ -64,6 +67,7 @@ export interface RoundResult {
 export class PollCursor {
   private afterId = 0;
   private restartedAt = Date.now();
+  private rewinds: number | undefined;
   /** Transaction id → the cursor before the first move made while it was in flight. */
   private readonly watched = new Map<string, number>();
 
@@ -83,11 +87,17 @@ export class PollCursor {
     return { xids: [...this.watched.keys()], rewindTo: [...this.watched.values()] };
   }
 
+  /** The lease row's rewind count as last polled. */
+  rewindsSeen(): number | undefined {
+    return this.rewinds;
+  }
+
   /**
    * What a poll reported: where it really started (lower than asked when a watched transaction had
-   * ended) and the transactions in flight at its snapshot.
+   * ended or a rewind was counted) and the rewind count it saw.
    */
-  polled(startedAt: number): void {
+  polled(startedAt: number, rewinds?: number): void {
+    if (rewinds !== undefined) this.rewinds = rewinds;
     if (startedAt >= this.afterId) return;
     this.afterId = startedAt;
     for (const [xid, rewindTo] of this.watched) if (rewindTo >= startedAt) this.watched.delete(xid);
@@ -153,12 +163,12 @@ async function roundOf(
   const { cursor } = options;
   const limit = outbox.batchSize;
   const start = pollStart(rows);
-  if (start !== undefined) cursor.polled(start.afterId);
+  if (start !== undefined) cursor.polled(start.afterId, start.rewinds);
   const polled = readPolled(rows);
   const full = polled.filter((m) => m.status === Status.ready).length >= limit;
   const blocked = polled.filter((m) => m.blocked);
   const chosen = polled.filter((m) => !m.blocked).slice(0, limit);
-  advanceCursor(cursor, polled, chosen, full, start?.inFlight);
+  advanceCursor(cursor, polled, chosen, { full, inFlight: start?.inFlight });
   if (blocked.length > 0) await hold(deps, options, blocked);
   if (chosen.length === 0 || options.signal.aborted) {
     const written = options.deferred === undefined || (await settle(deps, options, options.deferred));
@@ -342,34 +352,53 @@ function pollParams(deps: WorkerDeps, options: RoundOptions): PollParams {
     limit: deps.outbox.batchSize,
     afterId: options.cursor.next(),
     watch: options.cursor.watch(),
+    rewindsSeen: options.cursor.rewindsSeen(),
     dueBefore: options.dueBefore,
     parkDead: deps.outbox.onDead === 'park',
   };
 }
 
-/** Where a poll started and what it saw in flight, on dialects that report it (see PollParams.watch). */
-function pollStart(rows: readonly Row[]): { afterId: number; inFlight: string[] } | undefined {
-  const first = rows[0];
-  if (first === undefined || first.after_id === undefined || first.after_id === null) return undefined;
-  return { afterId: Number(first.after_id), inFlight: (first.in_flight as string[] | null) ?? [] };
+interface PollStart {
+  readonly afterId: number;
+  /** The writing transactions of the poll's snapshot; only where the database reports them. */
+  readonly inFlight: readonly string[] | undefined;
+  readonly rewinds: number | undefined;
 }
 
+/** Where a poll started, what it saw in flight and the rewind count, on dialects that report them. */
+function pollStart(rows: readonly Row[]): PollStart | undefined {
+  const first = rows[0];
+  if (first === undefined || first.after_id === undefined || first.after_id === null) return undefined;
+  return {
+    afterId: Number(first.after_id),
+    inFlight: first.in_flight === undefined ? undefined : ((first.in_flight as string[] | null) ?? []),
+    rewinds: first.rewinds === undefined || first.rewinds === null ? undefined : Number(first.rewinds),
+  };
+}
+
+/**
+ * Moves the cursor past the ready rows a poll handed out. A poll that found less than a full
+ * batch keeps the cursor too where the transactions in flight are watched (the late-commit watch
+ * covers what commits below it), so the next poll does not walk the index entries of delivered
+ * rows again; elsewhere it restarts from the beginning.
+ */
 function advanceCursor(
   cursor: PollCursor,
   polled: readonly Positioned[],
   batch: readonly Positioned[],
-  full: boolean,
-  inFlight: readonly string[] = [],
+  poll: { readonly full: boolean; readonly inFlight: readonly string[] | undefined },
 ): void {
-  if (!full) {
+  if (!poll.full && poll.inFlight === undefined) {
     cursor.restart();
     return;
   }
+  const ready = polled.filter((m) => m.status === Status.ready);
+  if (ready.length === 0) return;
   // Ready rows polled but left out of the batch come back next time: stop the cursor before them.
   const inBatch = new Set(batch.map((m) => m.id));
-  const leftOut = polled.filter((m) => m.status === 0 && !m.blocked && !inBatch.has(m.id));
-  const lastReady = Math.max(...polled.filter((m) => m.status === 0).map((m) => m.id));
-  cursor.advance(leftOut.length > 0 ? Math.min(...leftOut.map((m) => m.id)) - 1 : lastReady, inFlight);
+  const leftOut = ready.filter((m) => !m.blocked && !inBatch.has(m.id));
+  const lastReady = Math.max(...ready.map((m) => m.id));
+  cursor.advance(leftOut.length > 0 ? Math.min(...leftOut.map((m) => m.id)) - 1 : lastReady, poll.inFlight);
 }
 
 function rewindBefore(cursor: PollCursor, messages: readonly Positioned[]): void {

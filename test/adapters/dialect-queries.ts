@@ -104,6 +104,7 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
     ['list pending', dialect.list(table, 'orders', 'pending', 100)],
     ['list dead', dialect.list(table, 'orders', 'dead', 100)],
     ['discard', dialect.discard(table, 'orders', [1, 2])],
+    ['countRewind', dialect.countRewind(table, 'orders')],
     ['prune', dialect.prune(table, 'orders', 3600, 1000)],
   ];
   return queries.flatMap(([name, query]) =>
@@ -117,6 +118,7 @@ export const coveredMethods = [
   'migrationLock',
   'insert',
   'poll',
+  'countRewind',
   'hold',
   'nextRetryAt',
   'settle',

@@ -48,6 +48,7 @@ export function postgresSchema(table: QualifiedName): string[] {
   owner text NOT NULL,
   epoch bigint NOT NULL,
   lease_until timestamptz NOT NULL,
+  rewinds bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (outbox, partition)
 )`,
     `CREATE TABLE IF NOT EXISTS ${nodes} (
