@@ -63,6 +63,14 @@ export interface DialectCapabilities {
   readonly concurrentWriters: boolean;
   /** The database rejects U+0000 in text (Postgres): such values are refused before SQL runs. */
   readonly rejectsNulCharacters: boolean;
+  /**
+   * Polls start after a cursor (Postgres): deleted rows leave their index entries behind until
+   * vacuum, and a poll from the beginning would step over them. The dialect then reports where
+   * each poll started and implements {@link Dialect.countRewind}. Without it (SQLite, whose
+   * deletes take their index entries with them) every poll starts from the beginning, which costs
+   * nothing more and finds at once what other processes made ready below any cursor.
+   */
+  readonly pollCursor: boolean;
 }
 
 export interface InsertRow {
@@ -201,11 +209,12 @@ export interface Dialect {
    */
   poll(table: QualifiedName, params: PollParams): SqlQuery;
   /**
-   * Counts a rewind on every lease row of an outbox (see {@link PollParams.rewindsSeen}). Run first
+   * Where polls keep a cursor ({@link DialectCapabilities.pollCursor}): counts a rewind on every
+   * lease row of an outbox (see {@link PollParams.rewindsSeen}). Run first
    * in the transaction that makes messages ready below the workers' cursors: it locks the lease
    * rows before any message row, the order a worker's settle takes them in.
    */
-  countRewind(table: QualifiedName, outbox: string): SqlQuery;
+  countRewind?(table: QualifiedName, outbox: string): SqlQuery;
   /** Moves ready messages of blocked groups out of the poll's way (`held`), re-checking the block. */
   hold(
     table: QualifiedName,

@@ -7,7 +7,15 @@ import {
 } from './configuration.js';
 import { settlesWithin } from './timing.js';
 import { OutboxCoordinator } from './coordinator.js';
-import type { DatabaseAdapter, InsertRow, Listener, MaybePromise, Row } from './database.js';
+import type {
+  DatabaseAdapter,
+  Dialect,
+  InsertRow,
+  Listener,
+  MaybePromise,
+  Row,
+  SqlQuery,
+} from './database.js';
 import { encodeMessage, type PublishOptions } from './encoding.js';
 import { describeError, OutboxerError } from './errors.js';
 import { sameTable, type QualifiedName } from './identifiers.js';
@@ -589,11 +597,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     await this.agreeOnDeadMessages(o);
     const { dialect } = this.adapter;
     // Revived messages keep their ids, below the workers' cursors: the count makes them look.
-    const [, revived] = await this.adapter.executeAtomically([
-      dialect.countRewind(o.table, o.name),
+    const results = await this.adapter.executeAtomically([
+      ...rewind(dialect, o),
       dialect.retryDead(o.table, o.name, ids, o.onDead === 'park'),
     ]);
-    return revived!.length;
+    return results.at(-1)!.length;
   }
 
   /** Removes messages for good (pending or dead); a group they blocked moves on. Returns how many were removed. */
@@ -603,12 +611,12 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     await this.agreeOnDeadMessages(o);
     // A group that moves on gets its held messages back, below the workers' cursors: before any
     // later message of the group is polled, the count sends each worker back to the beginning.
-    const [, removed] = await this.adapter.executeAtomically([
-      dialect.countRewind(o.table, o.name),
+    const results = await this.adapter.executeAtomically([
+      ...rewind(dialect, o),
       dialect.discard(o.table, o.name, checkIds(ids)),
       dialect.releaseOrphanedHolds(o.table, o.name, o.onDead === 'park'),
     ]);
-    return removed!.length;
+    return results.at(-2)!.length;
   }
 
   /** Once per outbox: this instance's `onDead` matches the relaying nodes' (see checkRecordedOnDead). */
@@ -688,6 +696,14 @@ interface EncodedGroup {
 function toDate(value: unknown): Date | null {
   if (value === null || value === undefined) return null;
   return value instanceof Date ? value : new Date(Number(value));
+}
+
+/**
+ * The statement that sends the outbox's workers back to the beginning, first in a transaction
+ * that makes messages ready below their cursors; none where polls keep no cursor.
+ */
+function rewind(dialect: Dialect, outbox: ResolvedOutbox): SqlQuery[] {
+  return dialect.countRewind === undefined ? [] : [dialect.countRewind(outbox.table, outbox.name)];
 }
 
 function checkIds(ids: readonly number[]): number[] {

@@ -52,7 +52,7 @@ export async function drainOutbox(
       );
     }
     const lease: LeaseToken = { outbox: outbox.name, partition, owner, epoch: Number(acquired[0]!.epoch) };
-    const cursor = new PollCursor(Number.MAX_SAFE_INTEGER);
+    const cursor = new PollCursor(Number.MAX_SAFE_INTEGER, deps.adapter.dialect.capabilities.pollCursor);
     const signal = new AbortController().signal;
     try {
       for (let round = 0; round < maxRounds; round += 1) {

@@ -51,12 +51,12 @@ export interface RoundResult {
 
 /**
  * Poll position of a partition. Polls start after the last ready id handed out, so they never
- * step over the index entries that deleted rows leave behind until vacuum. They restart from the
- * beginning after held rows were released, when a statement outside the worker made messages
- * ready below the cursor (it counts a rewind on the lease row, which the poll reads: see
- * `PollParams.rewindsSeen`), at least once per poll interval, and, where the database does not
- * report the transactions in flight (SQLite, whose deletes leave no index entries behind), when
- * the backlog is drained.
+ * step over the index entries that deleted rows leave behind until vacuum; a poll that finds less
+ * than a full batch keeps the cursor too. They restart from the beginning after held rows were
+ * released, when a statement outside the worker made messages ready below the cursor (it counts a
+ * rewind on the lease row, which the poll reads: see `PollParams.rewindsSeen`), and at least once
+ * per poll interval. Where the dialect keeps no cursor (`capabilities.pollCursor` false: SQLite,
+ * whose deletes take their index entries with them), every poll starts from the beginning.
  *
  * A transaction in flight when the cursor moved past ids may commit messages below it later (ids
  * are drawn at insert, not at commit), and a later message of the same group could then be polled
@@ -71,9 +71,13 @@ export class PollCursor {
   /** Transaction id → the cursor before the first move made while it was in flight. */
   private readonly watched = new Map<string, number>();
 
-  constructor(private readonly restartEvery: number) {}
+  constructor(
+    private readonly restartEvery: number,
+    private readonly keeps = true,
+  ) {}
 
   next(): number {
+    if (!this.keeps) return 0;
     if (Date.now() - this.restartedAt >= this.restartEvery) this.restart();
     return this.afterId;
   }
@@ -104,7 +108,7 @@ export class PollCursor {
   }
 
   advance(to: number, inFlight: readonly string[] = [], from = this.afterId): void {
-    if (to <= this.afterId) return;
+    if (!this.keeps || to <= this.afterId) return;
     for (const xid of inFlight) this.watched.set(xid, Math.min(this.watched.get(xid) ?? from, from));
     this.afterId = to;
   }
@@ -168,7 +172,7 @@ async function roundOf(
   const full = polled.filter((m) => m.status === Status.ready).length >= limit;
   const blocked = polled.filter((m) => m.blocked);
   const chosen = polled.filter((m) => !m.blocked).slice(0, limit);
-  advanceCursor(cursor, polled, chosen, { full, inFlight: start?.inFlight });
+  advanceCursor(cursor, polled, chosen, start?.inFlight);
   if (blocked.length > 0) await hold(deps, options, blocked);
   if (chosen.length === 0 || options.signal.aborted) {
     const written = options.deferred === undefined || (await settle(deps, options, options.deferred));
@@ -360,45 +364,39 @@ function pollParams(deps: WorkerDeps, options: RoundOptions): PollParams {
 
 interface PollStart {
   readonly afterId: number;
-  /** The writing transactions of the poll's snapshot; only where the database reports them. */
-  readonly inFlight: readonly string[] | undefined;
+  readonly inFlight: readonly string[];
   readonly rewinds: number | undefined;
 }
 
-/** Where a poll started, what it saw in flight and the rewind count, on dialects that report them. */
+/** Where a poll started, what it saw in flight and the rewind count, on dialects that keep a cursor. */
 function pollStart(rows: readonly Row[]): PollStart | undefined {
   const first = rows[0];
   if (first === undefined || first.after_id === undefined || first.after_id === null) return undefined;
   return {
     afterId: Number(first.after_id),
-    inFlight: first.in_flight === undefined ? undefined : ((first.in_flight as string[] | null) ?? []),
+    inFlight: (first.in_flight as string[] | null) ?? [],
     rewinds: first.rewinds === undefined || first.rewinds === null ? undefined : Number(first.rewinds),
   };
 }
 
 /**
- * Moves the cursor past the ready rows a poll handed out. A poll that found less than a full
- * batch keeps the cursor too where the transactions in flight are watched (the late-commit watch
- * covers what commits below it), so the next poll does not walk the index entries of delivered
- * rows again; elsewhere it restarts from the beginning.
+ * Moves the cursor past the ready rows a poll handed out, whether or not the batch was full: the
+ * late-commit watch covers what commits below it, so the next poll does not walk the index
+ * entries of the delivered rows again.
  */
 function advanceCursor(
   cursor: PollCursor,
   polled: readonly Positioned[],
   batch: readonly Positioned[],
-  poll: { readonly full: boolean; readonly inFlight: readonly string[] | undefined },
+  inFlight: readonly string[] = [],
 ): void {
-  if (!poll.full && poll.inFlight === undefined) {
-    cursor.restart();
-    return;
-  }
   const ready = polled.filter((m) => m.status === Status.ready);
   if (ready.length === 0) return;
   // Ready rows polled but left out of the batch come back next time: stop the cursor before them.
   const inBatch = new Set(batch.map((m) => m.id));
   const leftOut = ready.filter((m) => !m.blocked && !inBatch.has(m.id));
   const lastReady = Math.max(...ready.map((m) => m.id));
-  cursor.advance(leftOut.length > 0 ? Math.min(...leftOut.map((m) => m.id)) - 1 : lastReady, poll.inFlight);
+  cursor.advance(leftOut.length > 0 ? Math.min(...leftOut.map((m) => m.id)) - 1 : lastReady, inFlight);
 }
 
 function rewindBefore(cursor: PollCursor, messages: readonly Positioned[]): void {
@@ -654,7 +652,7 @@ export class PartitionWorker {
     private readonly deps: WorkerDeps,
     readonly lease: LeaseToken,
   ) {
-    this.cursor = new PollCursor(deps.outbox.pollInterval);
+    this.cursor = new PollCursor(deps.outbox.pollInterval, deps.adapter.dialect.capabilities.pollCursor);
   }
 
   get partition(): number {

@@ -104,7 +104,9 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
     ['list pending', dialect.list(table, 'orders', 'pending', 100)],
     ['list dead', dialect.list(table, 'orders', 'dead', 100)],
     ['discard', dialect.discard(table, 'orders', [1, 2])],
-    ['countRewind', dialect.countRewind(table, 'orders')],
+    ...(dialect.countRewind === undefined
+      ? []
+      : [['countRewind', dialect.countRewind(table, 'orders')] as [string, SqlQuery]]),
     ['prune', dialect.prune(table, 'orders', 3600, 1000)],
   ];
   return queries.flatMap(([name, query]) =>

@@ -725,6 +725,7 @@ export const postgresDialect: Dialect = Object.freeze({
     notifications: true,
     advisoryLocks: true,
     concurrentWriters: true,
+    pollCursor: true,
     rejectsNulCharacters: true,
   }),
   schema: postgresSchema,

@@ -77,36 +77,20 @@ function dueMillis(dueBefore: PollParams['dueBefore']): number {
   return (dueBefore ?? new Date()).getTime();
 }
 
-/**
- * Where the poll starts: the cursor, or the beginning when the lease row counts a rewind the
- * worker has not seen (see `PollParams.rewindsSeen`). Reported on every row with the count.
- */
-function startCte(sql: Sql, leases: string, params: PollParams): string {
-  const seen = sql.param(params.rewindsSeen ?? null);
-  const afterId = sql.param(params.afterId);
-  return `WITH start AS MATERIALIZED (
-  SELECT rewinds, CASE WHEN rewinds IS ${seen} THEN ${afterId} ELSE 0 END AS after_id
-  FROM (SELECT (SELECT rewinds FROM ${leases} WHERE outbox = ${sql.param(params.lease.outbox)} AND partition = ${sql.param(params.lease.partition)}) AS rewinds)
-)`;
-}
-
-const startColumns = `(SELECT after_id FROM start) AS after_id, (SELECT rewinds FROM start) AS rewinds`;
-
 function poll(table: QualifiedName, params: PollParams): SqlQuery {
-  const { messages, leases } = tables(table);
+  const { messages } = tables(table);
   const { lease } = params;
   const sql = new Sql();
   const due = dueMillis(params.dueBefore);
-  const start = startCte(sql, leases, params);
   if (params.ordering === 'total') {
-    return sql.query(`${start}, head AS (
+    return sql.query(`WITH head AS (
   SELECT id, next_attempt_at FROM ${messages} WHERE outbox = ${sql.param(lease.outbox)} AND partition = ${sql.param(lease.partition)} AND status ${blocking(params.parkDead)} ORDER BY id LIMIT 1
 )
-SELECT *, ${startColumns} FROM (
+SELECT * FROM (
   SELECT ${COLUMNS}, 0 AS blocked FROM ${messages} WHERE id = (SELECT id FROM head WHERE next_attempt_at <= ${sql.param(due)})
   UNION ALL
   SELECT * FROM (SELECT ${COLUMNS}, 0 AS blocked FROM ${messages}
-    WHERE NOT EXISTS (SELECT 1 FROM head) AND outbox = ${sql.param(lease.outbox)} AND partition = ${sql.param(lease.partition)} AND status = 0 AND id > (SELECT after_id FROM start)
+    WHERE NOT EXISTS (SELECT 1 FROM head) AND outbox = ${sql.param(lease.outbox)} AND partition = ${sql.param(lease.partition)} AND status = 0 AND id > ${sql.param(params.afterId)}
     ORDER BY id LIMIT ${sql.param(params.limit)})
 ) ORDER BY id`);
   }
@@ -120,10 +104,9 @@ SELECT *, ${startColumns} FROM (
   const ready = `SELECT * FROM (SELECT ${COLUMNS.split(', ')
     .map((c) => `m.${c}`)
     .join(', ')}, ${blocked} AS blocked FROM ${messages} m
-    WHERE m.outbox = ${sql.param(lease.outbox)} AND m.partition = ${sql.param(lease.partition)} AND m.status = 0 AND m.id > (SELECT after_id FROM start)
+    WHERE m.outbox = ${sql.param(lease.outbox)} AND m.partition = ${sql.param(lease.partition)} AND m.status = 0 AND m.id > ${sql.param(params.afterId)}
     ORDER BY m.id LIMIT ${sql.param(params.limit)})`;
-  return sql.query(`${start}
-SELECT *, ${startColumns} FROM (${retries} UNION ALL ${ready}) ORDER BY id`);
+  return sql.query(`SELECT * FROM (${retries} UNION ALL ${ready}) ORDER BY id`);
 }
 
 function hold(
@@ -329,13 +312,6 @@ function retryDead(
   );
 }
 
-function countRewind(table: QualifiedName, outbox: string): SqlQuery {
-  return {
-    text: `UPDATE ${tables(table).leases} SET rewinds = rewinds + 1 WHERE outbox = ?`,
-    values: [outbox],
-  };
-}
-
 function blockedGroups(table: QualifiedName, outbox: string, limit: number, parkDead: boolean): SqlQuery {
   const { messages } = tables(table);
   return {
@@ -371,6 +347,7 @@ export const sqliteDialect: Dialect = Object.freeze({
     notifications: false,
     advisoryLocks: false,
     concurrentWriters: false,
+    pollCursor: false,
     rejectsNulCharacters: false,
   }),
   schema: sqliteSchema,
@@ -378,7 +355,6 @@ export const sqliteDialect: Dialect = Object.freeze({
   migrationLock: () => [],
   insert,
   poll,
-  countRewind,
   hold,
   nextRetryAt,
   settle,

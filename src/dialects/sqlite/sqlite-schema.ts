@@ -42,7 +42,6 @@ export function sqliteSchema(table: QualifiedName): string[] {
   owner TEXT NOT NULL,
   epoch INTEGER NOT NULL,
   lease_until INTEGER NOT NULL,
-  rewinds INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (outbox, partition)
 )`,
     `CREATE TABLE IF NOT EXISTS ${nodes} (
