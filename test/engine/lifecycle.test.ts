@@ -319,6 +319,41 @@ test('publishMany writes many messages in one statement (Postgres)', async () =>
   }
 });
 
+test.each([
+  ['listed in VALUES', 150],
+  ['read with json_each', 450],
+])('publishMany on SQLite keeps the order given, rows %s', async (_, count) => {
+  const fixture = sqliteFixture();
+  try {
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: { a: { relay: functionRelay(async () => undefined) } },
+      testing: 'manual',
+    });
+    await outboxer.migrate();
+    const ids = await fixture.transaction((db) =>
+      outboxer.publishMany(
+        db,
+        Array.from({ length: count }, (_, i) => ({
+          outbox: 'a',
+          payload: i,
+          groupKey: i % 5 === 4 ? null : `g${i % 7}`,
+          type: `t${i % 3}`,
+          headers: { n: String(i) },
+        })),
+      ),
+    );
+    expect(ids).toHaveLength(count);
+    expect([...ids].sort((a, b) => a - b)).toEqual(ids);
+    const pending = await outboxer.listPending('a', { limit: count });
+    expect(pending.map((m) => [m.id, m.payload, m.groupKey, m.type, m.headers.n])).toEqual(
+      ids.map((id, i) => [id, i, i % 5 === 4 ? null : `g${i % 7}`, `t${i % 3}`, String(i)]),
+    );
+  } finally {
+    await fixture.close();
+  }
+});
+
 test('publishHeaders adds headers to every message (its own headers win), and counts() reports the oldest pending message', async () => {
   const fixture = sqliteFixture();
   try {
