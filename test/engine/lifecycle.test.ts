@@ -319,6 +319,37 @@ test('publishMany writes many messages in one statement (Postgres)', async () =>
   }
 });
 
+test('migrate() adds rewinds to a lease table created before it existed (Postgres)', async () => {
+  const fixture = await postgresFixture();
+  try {
+    // The lease table as earlier builds created it.
+    await fixture.query(`CREATE TABLE old_leases (
+  outbox text NOT NULL, partition integer NOT NULL, owner text NOT NULL, epoch bigint NOT NULL,
+  lease_until timestamptz NOT NULL, PRIMARY KEY (outbox, partition))`);
+    await fixture.query(`INSERT INTO old_leases VALUES ('a', 0, 'gone', 3, now() - interval '1 hour')`);
+    const delivered: number[] = [];
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      outboxes: { a: { table: 'old', relay: functionRelay(async (m) => void delivered.push(m.id)) } },
+      testing: 'manual',
+    });
+    await outboxer.migrate();
+    await outboxer.migrate();
+    const columns = await fixture.query(
+      `SELECT column_name, column_default FROM information_schema.columns WHERE table_schema = current_schema() AND table_name = 'old_leases' AND column_name = 'rewinds'`,
+    );
+    expect(columns).toEqual([{ column_name: 'rewinds', column_default: '0' }]);
+    expect(await fixture.query(`SELECT rewinds::int FROM old_leases`)).toEqual([{ rewinds: 0 }]);
+    const ids = await fixture.transaction(
+      async (tx) => await outboxer.publishMany(tx, [{ outbox: 'a', payload: 1 }]),
+    );
+    await outboxer.drain('a');
+    expect(delivered).toEqual(ids);
+  } finally {
+    await fixture.close();
+  }
+});
+
 test.each([
   ['listed in VALUES', 150],
   ['read with json_each', 450],

@@ -51,6 +51,13 @@ export function postgresSchema(table: QualifiedName): string[] {
   rewinds bigint NOT NULL DEFAULT 0,
   PRIMARY KEY (outbox, partition)
 )`,
+    // A lease table created before \`rewinds\` existed gets it. The catalog is read first, so a
+    // migrate() that finds the column takes no lock on a table every worker writes.
+    `DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '${leases}'::regclass AND attname = 'rewinds' AND NOT attisdropped) THEN
+    ALTER TABLE ${leases} ADD COLUMN rewinds bigint NOT NULL DEFAULT 0;
+  END IF;
+END $$`,
     `CREATE TABLE IF NOT EXISTS ${nodes} (
   outbox text NOT NULL,
   node_id text NOT NULL,
