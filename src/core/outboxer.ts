@@ -597,11 +597,12 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     await this.agreeOnDeadMessages(o);
     const { dialect } = this.adapter;
     // Revived messages keep their ids, below the workers' cursors: the count makes them look.
+    const first = rewind(dialect, o);
     const results = await this.adapter.executeAtomically([
-      ...rewind(dialect, o),
+      ...first,
       dialect.retryDead(o.table, o.name, ids, o.onDead === 'park'),
     ]);
-    return results.at(-1)!.length;
+    return results[first.length]!.length;
   }
 
   /** Removes messages for good (pending or dead); a group they blocked moves on. Returns how many were removed. */
@@ -611,12 +612,13 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     await this.agreeOnDeadMessages(o);
     // A group that moves on gets its held messages back, below the workers' cursors: before any
     // later message of the group is polled, the count sends each worker back to the beginning.
+    const first = rewind(dialect, o);
     const results = await this.adapter.executeAtomically([
-      ...rewind(dialect, o),
+      ...first,
       dialect.discard(o.table, o.name, checkIds(ids)),
       dialect.releaseOrphanedHolds(o.table, o.name, o.onDead === 'park'),
     ]);
-    return results.at(-2)!.length;
+    return results[first.length]!.length;
   }
 
   /** Once per outbox: this instance's `onDead` matches the relaying nodes' (see checkRecordedOnDead). */

@@ -12,6 +12,7 @@ import type {
 import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
 import { postgresSchema } from './postgres-schema.js';
 import { readEnvelope } from '../shared/columns.js';
+import { blockingStatus } from '../shared/statuses.js';
 
 /**
  * Every statement outboxer runs on Postgres. Status values: 0 ready, 1 retry, 2 held, 3 dead,
@@ -26,14 +27,6 @@ const MS = `* interval '1 millisecond'`;
  */
 const epochMs = (column: string) => `date_part('epoch', ${column}) * 1000 AS ${column}`;
 const COLUMNS = `id, partition, group_key, type, payload::text AS payload, headers::text AS headers, attempts, last_error, ${epochMs('next_attempt_at')}, ${epochMs('failing_since')}, ${epochMs('inserted_at')}, status`;
-
-/** The statuses that hold a group back: a retrying message, and a dead one when dead messages park their group. */
-function blocking(parkDead: boolean, status = 'status'): string {
-  // Spelled with the `_blocking` index's own predicate (status IN (1, 3)), so the planner probes
-  // that index by group key rather than walking `_retry` (measured: 15.7 ms → 1.9 ms a poll with
-  // 2,000 blocked groups; docs/benchmarks.md).
-  return parkDead ? `${status} IN (1, 3)` : `${status} IN (1, 3) AND ${status} <> 3`;
-}
 
 /**
  * An array parameter the planner cannot look into: `id = ANY($1)` with a constant array makes the
@@ -267,8 +260,8 @@ function poll(table: QualifiedName, params: PollParams): SqlQuery {
     dueParam(params.dueBefore),
     ...watchValues(params),
     ...(excluding ? excludeValues(params) : []),
+    params.rewindsSeen ?? null,
   ];
-  values.push(params.rewindsSeen ?? null);
   const rewindsSeen = `$${values.length}`;
   const checking = params.checkPublishers !== undefined;
   if (checking) values.push(params.checkPublishers);
@@ -329,7 +322,7 @@ function pollText(messages: string, params: PollParams, $: PollPlaceholders): st
     // One order for the whole outbox: while any message waits for its retry, nothing else moves.
     // Reads the retry index (outbox, partition, next_attempt_at) WHERE status = 1, then the ready index.
     return `WITH head AS (
-  SELECT id, next_attempt_at FROM ${messages} m WHERE outbox = ${$.outbox} AND partition = ${$.partition} AND ${blocking(params.parkDead)}${notExcluded} ORDER BY id LIMIT 1
+  SELECT id, next_attempt_at FROM ${messages} m WHERE outbox = ${$.outbox} AND partition = ${$.partition} AND ${blockingStatus(params.parkDead)}${notExcluded} ORDER BY id LIMIT 1
 )
 SELECT ${COLUMNS}, false AS blocked FROM ${messages}
 WHERE id = (SELECT id FROM head WHERE next_attempt_at <= ${due})
@@ -352,7 +345,7 @@ UNION ALL
     : `(SELECT EXISTS (SELECT 1 FROM ${messages} r WHERE r.outbox = ${$.outbox} AND r.status = 1))`;
   const blocked =
     params.ordering === 'group'
-      ? `(m.group_key IS NOT NULL AND ${anyBlocking} AND COALESCE((SELECT true FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blocking(params.parkDead, 'h.status')} LIMIT 1), false))`
+      ? `(m.group_key IS NOT NULL AND ${anyBlocking} AND COALESCE((SELECT true FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blockingStatus(params.parkDead, 'h.status')} LIMIT 1), false))`
       : 'false';
   return `SELECT ${COLUMNS}, blocked FROM (
   (SELECT m.*, false AS blocked FROM ${messages} m
@@ -379,7 +372,7 @@ function hold(
   return {
     prepare: true,
     text: `WITH heads AS (
-  SELECT group_key FROM ${messages} WHERE outbox = $1 AND ${blocking(parkDead)} AND group_key = ANY($2::text[]) FOR SHARE
+  SELECT group_key FROM ${messages} WHERE outbox = $1 AND ${blockingStatus(parkDead)} AND group_key = ANY($2::text[]) FOR SHARE
 )
 UPDATE ${messages} SET status = 2
 WHERE id = ANY($3::bigint[]) AND status = 0 AND group_key IN (SELECT group_key FROM heads)
@@ -537,7 +530,7 @@ function unhold(
     prepare: true,
     text: `UPDATE ${messages} AS m SET status = 0
 WHERE m.outbox = $1 AND m.status = 2 ${groupFilter}
-  AND NOT EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blocking(parkDead, 'h.status')})
+  AND NOT EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blockingStatus(parkDead, 'h.status')})
 RETURNING m.id`,
     values: groups === undefined ? [outbox] : [outbox, groups],
   };
@@ -687,7 +680,7 @@ function blockedGroups(table: QualifiedName, outbox: string, limit: number, park
   return {
     text: `SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since,
   (SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (0, 2) AND w.id > h.id) AS waiting
-FROM ${messages} h WHERE h.outbox = $1 AND h.group_key IS NOT NULL AND ${blocking(parkDead, 'h.status')}
+FROM ${messages} h WHERE h.outbox = $1 AND h.group_key IS NOT NULL AND ${blockingStatus(parkDead, 'h.status')}
 ORDER BY h.id LIMIT $2`,
     values: [outbox, limit],
   };
