@@ -168,8 +168,9 @@ export function makePool(url: string, max: number): pg.Pool {
 /** Drops a message table and its companions (`_leases`, `_nodes`, `_config`). */
 export async function dropTables(pool: pg.Pool, table: string): Promise<void> {
   await pool.query(
-    `DROP TABLE IF EXISTS "${table}", "${table}_leases", "${table}_nodes", "${table}_config" CASCADE`,
+    `DROP TABLE IF EXISTS "${table}", "${table}_leases", "${table}_nodes", "${table}_config", "${table}_tallies" CASCADE`,
   );
+  await pool.query(`DROP FUNCTION IF EXISTS "${table}_truncated"()`);
 }
 
 export interface FillOptions {
@@ -195,6 +196,15 @@ export interface FillOptions {
  */
 export async function fill(pool: pg.Pool, o: FillOptions): Promise<void> {
   const chunk = 250_000;
+  // Tallied as publish tallies (one row a statement and partition), where the table has tallies.
+  const tallies = `"${o.table}_tallies"`;
+  const [{ tallied }] = (await pool.query(`SELECT to_regclass($1) IS NOT NULL AS tallied`, [tallies]))
+    .rows as [{ tallied: boolean }];
+  // Every row has the same status: its count goes to its figure (pending, dead, delivered).
+  const status = o.status ?? 0;
+  const figures = [status < 3, status === 3, status === 4]
+    .map((mine) => (mine ? 'count(*)' : '0'))
+    .join(', ');
   const parts = partitionsOfGroups(o.groups, o.partitions);
   const from = o.from ?? 0;
   for (let start = 0; start < o.count; start += chunk) {
@@ -211,10 +221,15 @@ export async function fill(pool: pg.Pool, o: FillOptions): Promise<void> {
       partition = '($6::int[])[(g % $5) + 1]';
       key = `'order:' || (g % $5)`;
     }
-    await pool.query(
-      `INSERT INTO "${o.table}" (outbox, partition, group_key, type, payload, headers, status, delivered_at)
+    const insert = `INSERT INTO "${o.table}" (outbox, partition, group_key, type, payload, headers, status, delivered_at)
        SELECT $1, ${partition}, ${key}, NULL, ${sqlPayload('g')}::json, NULL, $4::smallint, ${o.deliveredAt ?? 'NULL'}
-       FROM generate_series($2::bigint, $3::bigint) AS g`,
+       FROM generate_series($2::bigint, $3::bigint) AS g`;
+    await pool.query(
+      tallied
+        ? `WITH filled AS (${insert} RETURNING partition)
+           INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered)
+           SELECT $1, partition, ${figures} FROM filled GROUP BY partition`
+        : insert,
       values,
     );
   }

@@ -565,6 +565,7 @@ while (Date.now() - publishersStopped < drainTimeout) {
 }
 clearInterval(statusTimer);
 log(drainedAt === undefined ? `NOT DRAINED after ${drainTimeout / 1000} s (${await status()})` : `drained`);
+const tallyDrift = await tallyDriftOf(appUrl);
 
 log('stopping the relays');
 for (const slot of relays) slot.desired = false;
@@ -629,6 +630,7 @@ if (crashes.length > 0)
     `${crashes.length} processes crashed: ${crashes.map((e) => `${e.label} (exit ${e.code})`).join(', ')}`,
   );
 if (drainedAt === undefined) found.push(`the outbox did not drain within ${drainTimeout / 1000} s`);
+if (tallyDrift.length > 0) found.push(`counts() differs from the rows: ${tallyDrift.join('; ')}`);
 const overBound = stops.filter((s) => s.code !== 0 || s.exitMs > STOP_BOUND);
 if (overBound.length > 0)
   found.push(
@@ -673,3 +675,28 @@ if (!keep)
   ]);
 log(found.length === 0 ? 'PASS' : `FAIL: ${found.join('; ')}`);
 process.exit(found.length === 0 ? 0 : 1);
+
+/**
+ * Where the figures `counts()` sums (the tallies every statement writes with its change, through
+ * crashes and failovers) differ from the rows, per outbox: none expected.
+ */
+async function tallyDriftOf(url: string): Promise<string[]> {
+  let rows;
+  try {
+    rows = await query<{ outbox: string; rows: string; tallied: string }>(
+      url,
+      `WITH r AS (SELECT outbox, count(*) FILTER (WHERE status < 3) AS pending, count(*) FILTER (WHERE status = 3) AS dead,
+        count(*) FILTER (WHERE status = 4) AS delivered FROM "${OUTBOX_TABLE}" GROUP BY outbox),
+      t AS (SELECT outbox, sum(pending) AS pending, sum(dead) AS dead, sum(delivered) AS delivered
+        FROM "${OUTBOX_TABLE}_tallies" GROUP BY outbox)
+    SELECT outbox, concat_ws('/', coalesce(r.pending, 0), coalesce(r.dead, 0), coalesce(r.delivered, 0)) AS rows,
+      concat_ws('/', coalesce(t.pending, 0), coalesce(t.dead, 0), coalesce(t.delivered, 0)) AS tallied
+    FROM r FULL JOIN t USING (outbox)`,
+    );
+  } catch (error) {
+    return [`could not compare them: ${String(error)}`];
+  }
+  return rows
+    .filter((r) => r.rows !== r.tallied)
+    .map((r) => `${r.outbox}: rows ${r.rows} (pending/dead/delivered), tallies ${r.tallied}`);
+}

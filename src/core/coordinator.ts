@@ -2,6 +2,7 @@ import type { LeaseToken } from './database.js';
 import { describeError } from './errors.js';
 import { hashGroupKey } from './partitioning.js';
 import { settlesWithin } from './timing.js';
+import { TallyUpkeep } from './tally-upkeep.js';
 import { channels, emit } from './telemetry.js';
 import { PartitionWorker, type WorkerDeps } from './worker.js';
 
@@ -19,12 +20,15 @@ export class OutboxCoordinator {
   private stopped = false;
   private pruning: Promise<unknown> | undefined;
   private lastPrune = 0;
+  private readonly tallies: TallyUpkeep;
 
   constructor(
     private readonly deps: WorkerDeps,
     private readonly nodeId: string,
     private readonly prune: () => Promise<unknown>,
-  ) {}
+  ) {
+    this.tallies = new TallyUpkeep(deps);
+  }
 
   async start(): Promise<void> {
     await this.tick();
@@ -73,7 +77,9 @@ export class OutboxCoordinator {
       if (this.workers.has(partition) || leased.has(partition)) continue;
       await this.acquire(partition);
     }
-    if (outbox.retention !== 'delete' && this.workers.has(0)) this.pruneWhenDue();
+    if (!this.workers.has(0)) return;
+    if (outbox.retention !== 'delete') this.pruneWhenDue();
+    this.tallies.run();
   }
 
   /** Each node tries partitions from its own starting point, so nodes do not all race for partition 0. */
@@ -162,6 +168,7 @@ export class OutboxCoordinator {
       await settlesWithin(finished, 1000);
     }
     await this.pruning;
+    await this.tallies.stop();
     const { adapter, outbox } = this.deps;
     try {
       for (const worker of workers) {

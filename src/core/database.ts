@@ -253,9 +253,21 @@ export interface Dialect {
   /**
    * One row: `pending`, `delivered`, `dead`, `orphaned` (pending rows in partitions at or above
    * `partitions`, which no worker reads) and `relay_seen_at` (the last heartbeat of a relaying node).
-   * With `upTo`, each status is counted only up to `upTo` rows (a sum of them may exceed it).
+   * With `upTo`, each status is counted only up to `upTo` rows (a sum of them may exceed it); a
+   * dialect that keeps tallies may ignore it and count exactly.
    */
   counts(table: QualifiedName, outbox: string, partitions: number, upTo?: number): SqlQuery;
+  /**
+   * Where `counts()` sums tallies that each change writes with it, rather than counting rows: the
+   * upkeep the node holding partition 0 runs at every coordination tick. `compact` sums the
+   * tallies into one row a partition; `recount`, when the outbox's last recount (recorded in the
+   * database) is `everyMs` old, adds what the rows and the tallies differ by and returns it as
+   * `pending`, `dead` and `delivered`, or no row when not due.
+   */
+  tallies?: {
+    compact(table: QualifiedName, outbox: string): SqlQuery;
+    recount(table: QualifiedName, outbox: string, everyMs: number): SqlQuery;
+  };
   /** The recorded configuration of an outbox: `partitions`, `ordering`, `serialize_writes`, `on_dead`, or no row. */
   readConfiguration(table: QualifiedName, outbox: string): SqlQuery;
   /**

@@ -48,6 +48,14 @@ export interface OutboxOptions {
   retention?: Retention;
   /** Milliseconds between prune runs when `retention` keeps rows. Default 60000. */
   pruneInterval?: number;
+  /**
+   * Postgres: milliseconds between recounts, by the node holding partition 0, of the figures
+   * `counts()` reads against the rows themselves. `counts()` sums tallies that every change by
+   * outboxer writes with it; a recount corrects what changed the table otherwise (SQL run by hand,
+   * nodes on a version without tallies during an upgrade). It reads every row of the outbox.
+   * Default 600000 (10 min), counted from when the outbox's first relay started.
+   */
+  recountInterval?: number;
   /** Table of this outbox, `name` or `schema.name`. Default `outboxer_messages`. */
   table?: string;
   /**
@@ -82,6 +90,7 @@ export interface ResolvedOutbox {
   readonly backoff: { readonly min: number; readonly max: number };
   readonly retention: 'delete' | { readonly keep: number };
   readonly pruneInterval: number;
+  readonly recountInterval: number;
   readonly table: QualifiedName;
   readonly notify: boolean;
   readonly serializeWrites: boolean;
@@ -113,6 +122,7 @@ const OUTBOX_KEYS = [
   'backoff',
   'retention',
   'pruneInterval',
+  'recountInterval',
   'table',
   'notify',
   'serializeWrites',
@@ -240,6 +250,7 @@ export function resolveOutbox(
     backoff: resolveBackoff(`${path}.backoff`, raw.backoff),
     retention: resolveRetention(`${path}.retention`, raw.retention),
     pruneInterval: integerOption(`${path}.pruneInterval`, raw.pruneInterval, 60_000, 1, MAX_MS),
+    recountInterval: integerOption(`${path}.recountInterval`, raw.recountInterval, 600_000, 1000, MAX_MS),
     table: parseTableName(raw.table ?? 'outboxer_messages', `${path}.table`, instance.schema),
     notify: booleanOption(`${path}.notify`, raw.notify, false),
     serializeWrites: booleanOption(`${path}.serializeWrites`, raw.serializeWrites, false),

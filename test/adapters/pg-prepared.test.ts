@@ -62,7 +62,7 @@ describe('prepared statements on a real Postgres', () => {
       await fixture.transaction(async (tx) => outboxer.publish(tx, 'published', { i }, { groupKey: 'g' }));
     }
     const statements = await fixture.query(
-      `SELECT name FROM pg_prepared_statements WHERE statement LIKE 'INSERT INTO "published"%'`,
+      `SELECT name FROM pg_prepared_statements WHERE statement LIKE 'WITH inserted AS (INSERT INTO "published"%'`,
     );
     expect(statements).toHaveLength(1);
     expect((await outboxer.counts('published')).pending).toBe(3);

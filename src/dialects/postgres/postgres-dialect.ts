@@ -10,7 +10,7 @@ import type {
   SqlQuery,
 } from '../../core/database.js';
 import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
-import { postgresSchema } from './postgres-schema.js';
+import { figures, postgresSchema } from './postgres-schema.js';
 import { readEnvelope } from '../shared/columns.js';
 import { blockingStatus } from '../shared/statuses.js';
 
@@ -38,13 +38,41 @@ function opaque(param: string, type: 'bigint'): string {
   return `(SELECT ${param}::${type}[])::${type}[]`;
 }
 
+type Tables = ReturnType<typeof tables>;
+
 function tables(table: QualifiedName) {
   return {
     messages: quoteName(table),
     leases: quoteName(companion(table, 'leases')),
     nodes: quoteName(companion(table, 'nodes')),
+    tallies: quoteName(companion(table, 'tallies')),
   };
 }
+
+/**
+ * The change a statement made to the outbox's figures, as one tally row per partition, written
+ * by the statement itself (a data-modifying CTE over the rows `changed` returned), so the figures
+ * `counts()` sums commit or roll back with the change. No row when nothing changed. Tallies are
+ * inserted, never updated: publishers take no lock a counter row would serialise them on.
+ * `change` gives pending, dead, delivered, aggregated over `changed`'s columns `partition`, `status`.
+ */
+function tally(tallies: string, outbox: string, changed: string, change: string, where = ''): string {
+  return `INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered) SELECT ${outbox}, partition, ${change} FROM ${changed}${where} GROUP BY partition`;
+}
+
+/**
+ * A worker's tally of the rows it acknowledged (`changed`, with column `status`): all in its own
+ * partition ($2), which it polled them from. A plain aggregate, not a grouping one: this runs with
+ * every batch.
+ */
+function workerTally(tallies: string, changed: string, change: string): string {
+  return `INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered) SELECT $1, $2, ${change} FROM ${changed} HAVING count(*) > 0`;
+}
+
+/** Rows removed, by the status they had. */
+const REMOVED = figures('-');
+/** Pending rows that were delivered and kept. */
+const KEPT = '-count(*), 0, count(*)';
 
 /** `true` when the lease still belongs to the worker; $1..$4 = outbox, partition, owner, epoch. */
 function fence(leases: string): string {
@@ -56,7 +84,7 @@ function leaseValues(lease: LeaseToken): unknown[] {
 }
 
 function insert(table: QualifiedName, rows: readonly InsertRow[], options: InsertOptions): SqlQuery {
-  const t = quoteName(table);
+  const { messages: t, tallies } = tables(table);
   const columns = `(outbox, partition, group_key, type, payload, headers)`;
   const values: unknown[] = [];
   const param = (value: unknown): string => {
@@ -103,7 +131,17 @@ function insert(table: QualifiedName, rows: readonly InsertRow[], options: Inser
   const order = single ? '' : ' ORDER BY r.ord';
   // Prepared: a publish is one short statement, whose parsing and planning cost the server as much
   // as its execution (10 writers on 2 cores: 87% of a plain INSERT unprepared, 105% prepared).
-  return { prepare: true, text: `INSERT INTO ${t} ${columns} ${select}${from}${order} RETURNING id`, values };
+  // One tally per outbox and partition published to (one row: no grouping).
+  const tallied = single
+    ? `SELECT outbox, partition, 1, 0, 0 FROM inserted`
+    : `SELECT outbox, partition, count(*), 0, 0 FROM inserted GROUP BY outbox, partition`;
+  return {
+    prepare: true,
+    text: `WITH inserted AS (INSERT INTO ${t} ${columns} ${select}${from}${order} RETURNING id, outbox, partition),
+tallied AS (INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered) ${tallied})
+SELECT id FROM inserted`,
+    values,
+  };
 }
 
 /**
@@ -402,7 +440,7 @@ function nextRetryAt(table: QualifiedName, outbox: string, partition: number): S
  * allows; it cannot forget a message, since what is lost is a deletion. WAL is replayed in order,
  * so what survives is a prefix: a group's later acknowledgement never survives an earlier one.
  */
-function acknowledgeCtes(messages: string, leases: string, keep: boolean): string {
+function acknowledgeCtes({ messages, leases, tallies }: Tables, keep: boolean): string {
   const acknowledge = keep
     ? `UPDATE ${messages} SET status = 4, delivered_at = now(), next_attempt_at = NULL WHERE id = ANY(${opaque('$6', 'bigint')}) AND outbox = $1 AND status < 3 AND EXISTS (SELECT 1 FROM lease)`
     : `DELETE FROM ${messages} WHERE id = ANY(${opaque('$6', 'bigint')}) AND outbox = $1 AND EXISTS (SELECT 1 FROM lease)`;
@@ -410,7 +448,8 @@ function acknowledgeCtes(messages: string, leases: string, keep: boolean): strin
   UPDATE ${leases} SET lease_until = clock_timestamp() + $5 ${MS}
   FROM (SELECT set_config('synchronous_commit', 'off', true)) AS asynchronous_commit
   WHERE outbox = $1 AND partition = $2 AND owner = $3 AND epoch = $4 RETURNING epoch
-), acknowledged AS (${acknowledge} RETURNING 1)`;
+), acknowledged AS (${acknowledge} RETURNING status
+), tallied AS (${workerTally(tallies, 'acknowledged', keep ? KEPT : REMOVED)})`;
 }
 
 function isAcknowledgeOnly(params: SettleParams): boolean {
@@ -418,14 +457,15 @@ function isAcknowledgeOnly(params: SettleParams): boolean {
 }
 
 function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
-  const { messages, leases } = tables(table);
+  const t = tables(table);
+  const { messages, leases, tallies } = t;
   const lease = leaseValues(params.lease);
   if (isAcknowledgeOnly(params)) {
     // One autocommit statement. Returns the lease row, or none when lost.
     return [
       {
         prepare: true,
-        text: `${acknowledgeCtes(messages, leases, params.keep)}\nSELECT epoch FROM lease`,
+        text: `${acknowledgeCtes(t, params.keep)}\nSELECT epoch FROM lease`,
         values: [...lease, params.ttl, params.delivered],
       },
     ];
@@ -435,9 +475,12 @@ function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
   if (params.delivered.length > 0) {
     statements.push({
       prepare: true,
-      text: params.keep
-        ? `UPDATE ${messages} SET status = 4, delivered_at = now(), next_attempt_at = NULL WHERE id = ANY(${opaque('$5', 'bigint')}) AND outbox = $1 AND status < 3 AND ${fence(leases)}`
-        : `DELETE FROM ${messages} WHERE id = ANY(${opaque('$5', 'bigint')}) AND outbox = $1 AND ${fence(leases)}`,
+      text: `WITH acknowledged AS (${
+        params.keep
+          ? `UPDATE ${messages} SET status = 4, delivered_at = now(), next_attempt_at = NULL WHERE id = ANY(${opaque('$5', 'bigint')}) AND outbox = $1 AND status < 3 AND ${fence(leases)}`
+          : `DELETE FROM ${messages} WHERE id = ANY(${opaque('$5', 'bigint')}) AND outbox = $1 AND ${fence(leases)}`
+      } RETURNING status)
+${workerTally(tallies, 'acknowledged', params.keep ? KEPT : REMOVED)}`,
       values: [...lease, params.delivered],
     });
   }
@@ -445,12 +488,14 @@ function settle(table: QualifiedName, params: SettleParams): SqlQuery[] {
     const f = params.failed;
     statements.push({
       prepare: true,
-      text: `UPDATE ${messages} AS m SET attempts = m.attempts + 1, last_error = f.error,
+      // Only the messages that died change a figure: pending to dead.
+      text: `WITH failed AS (UPDATE ${messages} AS m SET attempts = m.attempts + 1, last_error = f.error,
   status = CASE WHEN f.dead THEN 3 ELSE 1 END,
   next_attempt_at = CASE WHEN f.dead THEN NULL ELSE now() + f.delay ${MS} END,
   failing_since = coalesce(m.failing_since, now())
 FROM unnest($5::bigint[], $6::text[], $7::boolean[], $8::float8[]) AS f(id, error, dead, delay)
-WHERE m.id = f.id AND m.outbox = $1 AND m.status < 3 AND ${fence(leases)}`,
+WHERE m.id = f.id AND m.outbox = $1 AND m.status < 3 AND ${fence(leases)} RETURNING m.partition, m.status)
+${tally(tallies, '$1', 'failed', '-count(*), count(*), 0', ' WHERE status = 3')}`,
       values: [
         ...lease,
         f.map((x) => x.id),
@@ -474,7 +519,8 @@ function acknowledgeAndPoll(
 ): SqlQuery {
   if (!isAcknowledgeOnly(settleParams))
     throw new Error('acknowledgeAndPoll takes an acknowledge-only settle');
-  const { messages, leases } = tables(table);
+  const t = tables(table);
+  const { messages, leases } = t;
   // The poll runs on the statement's snapshot, which still shows the rows acknowledged here: the
   // engine passes them in `exclude`, with the ones it is delivering meanwhile.
   const [excluded, excludedAbove] = excludeValues(pollParams);
@@ -494,7 +540,7 @@ function acknowledgeAndPoll(
   // start columns: every other row would make the driver parse one more bigint.
   return {
     prepare: true,
-    text: `${acknowledgeCtes(messages, leases, settleParams.keep)}, ${startCtes(leases, {
+    text: `${acknowledgeCtes(t, settleParams.keep)}, ${startCtes(leases, {
       outbox: '$1',
       partition: '$2',
       afterId: '$8',
@@ -598,21 +644,80 @@ function removeNode(table: QualifiedName, outbox: string, nodeId: string): SqlQu
   return { text: `DELETE FROM ${nodes} WHERE outbox = $1 AND node_id = $2`, values: [outbox, nodeId] };
 }
 
-function counts(table: QualifiedName, outbox: string, partitions: number, upTo?: number): SqlQuery {
-  const { messages, nodes } = tables(table);
-  // One count per status, each from its own partial index (index-only once vacuumed), instead of
-  // reading every row of the table; exact, or stopping after `upTo` ($3) entries of each index.
-  const count = (where: string) =>
-    upTo === undefined
-      ? `(SELECT count(*) FROM ${messages} WHERE outbox = $1 AND ${where})`
-      : `(SELECT count(*) FROM (SELECT 1 FROM ${messages} WHERE outbox = $1 AND ${where} LIMIT $3) AS c)`;
+/**
+ * The figures from the outbox's tallies (see `tally`): exact on the statement's snapshot, since
+ * every change commits with its tally, and read from a few rows per partition however deep the
+ * backlog, so `upTo` has nothing to save. The oldest pending message is one probe of each of the
+ * three pending indexes.
+ */
+function counts(table: QualifiedName, outbox: string, partitions: number): SqlQuery {
+  const { messages, nodes, tallies } = tables(table);
   return {
-    text: `SELECT ${count('status = 0')} + ${count('status = 1')} + ${count('status = 2')} AS pending,
-  ${count('status = 4')} AS delivered, ${count('status = 3')} AS dead,
-  ${count('status = 0 AND partition >= $2')} + ${count('status = 1 AND partition >= $2')} + ${count('status = 2 AND partition >= $2')} AS orphaned,
+    text: `SELECT coalesce(sum(pending), 0) AS pending, coalesce(sum(delivered), 0) AS delivered, coalesce(sum(dead), 0) AS dead,
+  coalesce(sum(pending) FILTER (WHERE partition >= $2), 0) AS orphaned,
   (SELECT min(inserted_at) FROM ${messages} WHERE id = (SELECT min(id) FROM ${messages} WHERE outbox = $1 AND status IN (0, 1, 2))) AS oldest_pending_at,
-  (SELECT max(last_seen) FROM ${nodes} WHERE outbox = $1) AS relay_seen_at`,
-    values: upTo === undefined ? [outbox, partitions] : [outbox, partitions, upTo],
+  (SELECT max(last_seen) FROM ${nodes} WHERE outbox = $1) AS relay_seen_at
+FROM ${tallies} WHERE outbox = $1`,
+    values: [outbox, partitions],
+  };
+}
+
+/**
+ * Sums each partition's tallies into one row, so `counts()` reads a few rows. Run by the node
+ * holding partition 0 at every coordination tick. Two at once still move each row once: the
+ * second waits for the first's row locks and skips the rows it deleted.
+ */
+function compactTallies(table: QualifiedName, outbox: string): SqlQuery {
+  const { tallies } = tables(table);
+  return {
+    text: `WITH gathered AS (
+  DELETE FROM ${tallies} WHERE outbox = $1 AND partition IN (SELECT partition FROM ${tallies} WHERE outbox = $1 GROUP BY partition HAVING count(*) > 1)
+  RETURNING partition, pending, dead, delivered
+), summed AS (
+  INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered)
+  SELECT $1, partition, sum(pending), sum(dead), sum(delivered) FROM gathered GROUP BY partition
+  HAVING sum(pending) <> 0 OR sum(dead) <> 0 OR sum(delivered) <> 0 RETURNING 1
+) SELECT (SELECT count(*) FROM gathered)::int AS gathered`,
+    values: [outbox],
+  };
+}
+
+/**
+ * When the outbox's last recount is `everyMs` old (or its `<table>_config` row, written when its
+ * first relay started: `migrate()` created the tallies from the rows), compares the tallies with
+ * the rows on one snapshot and adds the difference as a tally: what changed the rows without
+ * tallying (SQL run by hand, a node of a version before tallies). Reads every row of the outbox.
+ *
+ * Claimed on the outbox's `<table>_config` row, whose `recounted_at` it moves only if the row
+ * still holds the value this statement's snapshot saw: a concurrent recount that committed in
+ * between makes the claim find nothing (Postgres re-checks the updated row), so two recounts never
+ * add the same difference (under REPEATABLE READ the second fails instead). No worker waits for it.
+ * Returns the difference, or no row when not due or claimed by another.
+ */
+function recount(table: QualifiedName, outbox: string, everyMs: number): SqlQuery {
+  const { messages, tallies } = tables(table);
+  const config = quoteName(companion(table, 'config'));
+  return {
+    text: `WITH claim AS (
+  UPDATE ${config} SET recounted_at = clock_timestamp()
+  WHERE outbox = $1 AND recounted_at = (SELECT recounted_at FROM ${config} WHERE outbox = $1)
+    AND recounted_at < now() - $2 ${MS}
+  RETURNING 1
+), actual AS (
+  SELECT partition, ${figures('', true)} FROM ${messages} WHERE outbox = $1 GROUP BY partition
+), tallied AS (
+  SELECT partition, sum(pending) AS pending, sum(dead) AS dead, sum(delivered) AS delivered FROM ${tallies} WHERE outbox = $1 GROUP BY partition
+), drift AS (
+  SELECT partition, coalesce(a.pending, 0) - coalesce(t.pending, 0) AS pending, coalesce(a.dead, 0) - coalesce(t.dead, 0) AS dead,
+    coalesce(a.delivered, 0) - coalesce(t.delivered, 0) AS delivered
+  FROM actual a FULL JOIN tallied t USING (partition)
+), corrected AS (
+  INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered)
+  SELECT $1, partition, pending, dead, delivered FROM drift
+  WHERE EXISTS (SELECT 1 FROM claim) AND (pending <> 0 OR dead <> 0 OR delivered <> 0) RETURNING pending, dead, delivered
+) SELECT coalesce(sum(pending), 0) AS pending, coalesce(sum(dead), 0) AS dead, coalesce(sum(delivered), 0) AS delivered
+FROM corrected HAVING EXISTS (SELECT 1 FROM claim)`,
+    values: [outbox, everyMs],
   };
 }
 
@@ -656,13 +761,15 @@ function retryDead(
   ids: readonly number[] | undefined,
   parkDead: boolean,
 ): SqlQuery {
-  const { messages } = tables(table);
+  const { messages, tallies } = tables(table);
   const idFilter = ids === undefined ? '' : 'AND id = ANY($2::bigint[])';
   // A parked message comes back as a due retry, so its group stays held until it is delivered.
   const status = parkDead ? 'CASE WHEN group_key IS NULL THEN 0 ELSE 1 END' : '0';
   const next = parkDead ? 'CASE WHEN group_key IS NULL THEN NULL ELSE now() END' : 'NULL';
   return {
-    text: `UPDATE ${messages} SET status = ${status}, attempts = 0, next_attempt_at = ${next}, failing_since = NULL WHERE outbox = $1 AND status = 3 ${idFilter} RETURNING id`,
+    text: `WITH revived AS (UPDATE ${messages} SET status = ${status}, attempts = 0, next_attempt_at = ${next}, failing_since = NULL WHERE outbox = $1 AND status = 3 ${idFilter} RETURNING id, partition, status),
+tallied AS (${tally(tallies, '$1', 'revived', 'count(*), -count(*), 0')})
+SELECT id FROM revived`,
     values: ids === undefined ? [outbox] : [outbox, ids],
   };
 }
@@ -687,15 +794,17 @@ ORDER BY h.id LIMIT $2`,
 }
 
 function discard(table: QualifiedName, outbox: string, ids: readonly number[]): SqlQuery {
-  const { messages } = tables(table);
+  const { messages, tallies } = tables(table);
   return {
-    text: `DELETE FROM ${messages} WHERE outbox = $1 AND id = ANY($2::bigint[]) AND status <> 4 RETURNING id`,
+    text: `WITH discarded AS (DELETE FROM ${messages} WHERE outbox = $1 AND id = ANY($2::bigint[]) AND status <> 4 RETURNING id, partition, status),
+tallied AS (${tally(tallies, '$1', 'discarded', REMOVED)})
+SELECT id FROM discarded`,
     values: [outbox, ids],
   };
 }
 
 function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, limit: number): SqlQuery[] {
-  const { messages } = tables(table);
+  const { messages, tallies } = tables(table);
   // Reads the index (outbox, id) WHERE status = 4; dead messages (status 3) are never pruned.
   // Deletes by physical position: `ctid = ANY(ARRAY(…))` is a TID scan, one heap visit a row, where
   // deleting by `id` added a primary-key lookup (1.5× slower) and `IN (SELECT …)` became a hash
@@ -705,8 +814,9 @@ function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, l
       text: `WITH pruned AS (
   DELETE FROM ${messages} WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM ${messages} WHERE outbox = $1 AND status = 4 AND delivered_at < now() - $2 * interval '1 second' ORDER BY id LIMIT $3
-  )) RETURNING 1
-) SELECT count(*)::int AS pruned FROM pruned`,
+  )) RETURNING partition, status
+), tallied AS (${tally(tallies, '$1', 'pruned', REMOVED)})
+SELECT count(*)::int AS pruned FROM pruned`,
       values: [outbox, olderThanSeconds, limit],
     },
   ];
@@ -743,6 +853,7 @@ export const postgresDialect: Dialect = Object.freeze({
   heartbeat,
   removeNode,
   counts,
+  tallies: Object.freeze({ compact: compactTallies, recount }),
   readConfiguration,
   writeConfiguration,
   serverVersion: () => ({ text: `SELECT current_setting('server_version_num')::int AS version`, values: [] }),

@@ -8,13 +8,32 @@ import { companion, quoteName, type QualifiedName } from '../../core/identifiers
  * retrying or parked head of its group), 3 dead (blocks its group with `onDead: 'park'`), 4 delivered (kept for `retention.keep`). Every index is
  * partial, so each holds only the rows one query needs: the poll reads `_ready` and `_retry`, never
  * the held backlog of a blocked group.
+ *
+ * `<table>_tallies` holds what `counts()` reads: rows of changes to an outbox's figures, one per
+ * statement that changes them, written by that statement (see `tally` in the dialect) and summed
+ * into one row per partition by the relays. Created with the figures of the rows already there.
  */
+const FIGURE_STATUSES = { pending: 'status < 3', dead: 'status = 3', delivered: 'status = 4' };
+
+/**
+ * An outbox's figures (see `counts()`) as aggregates over the message rows selected, in the order
+ * pending, dead, delivered: negated with `sign` '-', named after the figure with `named`.
+ */
+export function figures(sign: '' | '-' = '', named = false): string {
+  return Object.entries(FIGURE_STATUSES)
+    .map(([name, where]) => `${sign}count(*) FILTER (WHERE ${where})${named ? ` AS ${name}` : ''}`)
+    .join(', ');
+}
+
 export function postgresSchema(table: QualifiedName): string[] {
   const t = quoteName(table);
   const name = table.name;
   const leases = quoteName(companion(table, 'leases'));
   const nodes = quoteName(companion(table, 'nodes'));
   const config = quoteName(companion(table, 'config'));
+  const tallies = quoteName(companion(table, 'tallies'));
+  const truncated = quoteName(companion(table, 'truncated'));
+  const truncatedName = `${name}_truncated`;
   const schema = table.schema === undefined ? [] : [`CREATE SCHEMA IF NOT EXISTS "${table.schema}"`];
   return [
     ...schema,
@@ -58,6 +77,34 @@ export function postgresSchema(table: QualifiedName): string[] {
     ALTER TABLE ${leases} ADD COLUMN rewinds bigint NOT NULL DEFAULT 0;
   END IF;
 END $$`,
+    // Created and filled in one step, so the first figures are the table's own.
+    `DO $$ BEGIN
+  IF to_regclass('${tallies}') IS NULL THEN
+    CREATE TABLE ${tallies} (
+      outbox text NOT NULL,
+      partition integer NOT NULL,
+      pending bigint NOT NULL,
+      dead bigint NOT NULL,
+      delivered bigint NOT NULL
+    ) WITH (autovacuum_vacuum_scale_factor = 0, autovacuum_vacuum_threshold = 1000, autovacuum_vacuum_cost_delay = 0);
+    INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered)
+      SELECT outbox, partition, ${figures()} FROM ${t} GROUP BY outbox, partition;
+  ELSIF NOT EXISTS (SELECT 1 FROM ${t}) THEN
+    -- A message table dropped and created again: no tally of its old rows may stay.
+    DELETE FROM ${tallies};
+  END IF;
+END $$`,
+    // TRUNCATE (a test suite's reset) empties the tallies with the messages.
+    `CREATE OR REPLACE FUNCTION ${truncated}() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM ${tallies};
+  RETURN NULL;
+END $$`,
+    `DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = '${t}'::regclass AND tgname = '${truncatedName}') THEN
+    CREATE TRIGGER "${truncatedName}" AFTER TRUNCATE ON ${t} FOR EACH STATEMENT EXECUTE FUNCTION ${truncated}();
+  END IF;
+END $$`,
     `CREATE TABLE IF NOT EXISTS ${nodes} (
   outbox text NOT NULL,
   node_id text NOT NULL,
@@ -70,7 +117,13 @@ END $$`,
   ordering text NOT NULL,
   serialize_writes boolean NOT NULL,
   on_dead text NOT NULL DEFAULT 'continue',
-  updated_at timestamptz NOT NULL DEFAULT now()
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  recounted_at timestamptz NOT NULL DEFAULT now()
 )`,
+    `DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = '${config}'::regclass AND attname = 'recounted_at' AND NOT attisdropped) THEN
+    ALTER TABLE ${config} ADD COLUMN recounted_at timestamptz NOT NULL DEFAULT now();
+  END IF;
+END $$`,
   ];
 }
