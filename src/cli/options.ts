@@ -65,7 +65,7 @@ Options:
                            finds park from messages held behind a dead one
   --limit <n>              rows shown by pending, dead and blocked (default 100)
   --older-than <duration>  prune: 30s, 15m, 12h, 7d or seconds; 0 prunes every delivered message
-  --up-to <n>              counts: stop counting each figure at n (flat cost on a deep backlog)
+  --up-to <n>              counts: cap each figure at n (SQLite: flat cost on a deep backlog)
   --dead                   discard: every dead message
   --json                   machine-readable output on stdout
   -y, --yes                do not ask for confirmation (needed without a terminal)

@@ -101,7 +101,7 @@ export interface Counts {
   /** When the oldest pending message was published, or `null` when nothing is pending. */
   oldestPendingAt: Date | null;
   /**
-   * False when `counts(outbox, { upTo })` stopped counting: a figure equal to `upTo` then means
+   * False when `counts(outbox, { upTo })` capped a figure: a figure equal to `upTo` then means
    * "at least `upTo`". Always true without `upTo`.
    */
   exact: boolean;
@@ -109,9 +109,10 @@ export interface Counts {
 
 export interface CountsOptions {
   /**
-   * Count each figure only up to this many rows (a positive integer): the cost stays flat however
-   * deep the backlog, for dashboards and alerts that only need to know "more than N". Without
-   * it, counts are exact and read every pending index entry.
+   * Report each figure only up to this many (a positive integer), for dashboards and alerts that
+   * only need to know "more than N". On SQLite, which counts the rows, it also stops counting
+   * there, so the cost stays flat however deep the backlog; on Postgres `counts()` sums tallies
+   * and costs the same at any depth either way.
    */
   upTo?: number;
 }
@@ -482,9 +483,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   }
 
   /**
-   * `{ pending, delivered, dead, orphaned, relaySeenAt }` of an outbox. Reads the table: call it
-   * from a metrics job, not per request. Logs a warning when messages are pending but no relaying
-   * node was seen for five lease periods (a silent backlog), or when rows are orphaned.
+   * `{ pending, delivered, dead, orphaned, relaySeenAt }` of an outbox, exact. On Postgres the
+   * sum of the tallies each change writes with it (`<table>_tallies`, see `recountInterval`), a
+   * few rows however deep the backlog; on SQLite a count of the rows. Call it from a metrics job,
+   * not per request. Logs a warning when messages are pending but no relaying node was seen for
+   * five lease periods (a silent backlog), or when rows are orphaned.
    */
   async counts(outbox: string, options: CountsOptions = {}): Promise<Counts> {
     const o = this.outbox(outbox);
