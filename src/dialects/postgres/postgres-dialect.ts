@@ -808,14 +808,15 @@ function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, l
   // Reads the index (outbox, id) WHERE status = 4; dead messages (status 3) are never pruned.
   // Deletes by physical position: `ctid = ANY(ARRAY(…))` is a TID scan, one heap visit a row, where
   // deleting by `id` added a primary-key lookup (1.5× slower) and `IN (SELECT …)` became a hash
-  // join over the table. A row updated meanwhile has moved, no longer matches, and stays.
+  // join over the table. A row updated meanwhile has moved, no longer matches, and stays. Every
+  // pruned row was delivered: its tally needs only its partition.
   return [
     {
       text: `WITH pruned AS (
   DELETE FROM ${messages} WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM ${messages} WHERE outbox = $1 AND status = 4 AND delivered_at < now() - $2 * interval '1 second' ORDER BY id LIMIT $3
-  )) RETURNING partition, status
-), tallied AS (${tally(tallies, '$1', 'pruned', REMOVED)})
+  )) RETURNING partition
+), tallied AS (${tally(tallies, '$1', 'pruned', '0, 0, -count(*)')})
 SELECT count(*)::int AS pruned FROM pruned`,
       values: [outbox, olderThanSeconds, limit],
     },
