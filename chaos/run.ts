@@ -566,6 +566,7 @@ while (Date.now() - publishersStopped < drainTimeout) {
 clearInterval(statusTimer);
 log(drainedAt === undefined ? `NOT DRAINED after ${drainTimeout / 1000} s (${await status()})` : `drained`);
 const tallyDrift = await tallyDriftOf(appUrl);
+log(tallyDrift.length === 0 ? 'counts(): the tallies equal the rows' : `counts(): ${tallyDrift.join('; ')}`);
 
 log('stopping the relays');
 for (const slot of relays) slot.desired = false;
