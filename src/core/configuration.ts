@@ -1,5 +1,5 @@
 import type { DatabaseAdapter, RecordedConfiguration, Row } from './database.js';
-import { OutboxerError } from './errors.js';
+import { explainMissingSchema, OutboxerError } from './errors.js';
 import type { Logger } from './logger.js';
 import type { Ordering, ResolvedOutbox } from './options.js';
 
@@ -31,12 +31,18 @@ export function parseRecordedConfiguration(row: Row): RecordedConfiguration {
 /**
  * The configuration the relaying nodes recorded for an outbox, or `undefined` when none did yet.
  * What the workers actually read: `counts()` finds orphans with its `partitions`, as the CLI does.
+ * The first statement of `start()`, `counts()`, `retryDead()` and `discard()`: tables `migrate()`
+ * has not created are reported here as `SCHEMA_MISSING`.
  */
 export async function readRecordedConfiguration(
   adapter: Adapter,
   outbox: Pick<ResolvedOutbox, 'table' | 'name'>,
 ): Promise<RecordedConfiguration | undefined> {
-  const [row] = await adapter.execute(adapter.dialect.readConfiguration(outbox.table, outbox.name));
+  const [row] = await adapter
+    .execute(adapter.dialect.readConfiguration(outbox.table, outbox.name))
+    .catch((error: unknown) => {
+      throw explainMissingSchema(adapter.dialect, outbox.table, error);
+    });
   return row === undefined ? undefined : parseRecordedConfiguration(row);
 }
 

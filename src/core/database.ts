@@ -301,6 +301,11 @@ export interface Dialect {
   prune(table: QualifiedName, outbox: string, olderThanSeconds: number, limit: number): SqlQuery[];
   /** Reads a row of {@link poll} or {@link list} into an envelope. */
   toEnvelope(row: Row, outbox: string): PolledEnvelope;
+  /**
+   * The table or column a database error message says is missing (`"t_tallies"`, `"rewinds" of
+   * "t_leases"`), or `undefined` for any other message: what `migrate()` has not created yet.
+   */
+  missingSchemaObject(message: string): string | undefined;
 }
 
 export interface PolledEnvelope {

@@ -1,3 +1,6 @@
+import type { Dialect } from './database.js';
+import type { QualifiedName } from './identifiers.js';
+
 const ERROR_BRAND = Symbol.for('outboxer.error');
 
 /**
@@ -17,6 +20,7 @@ export const ERROR_CODES = [
   'DELIVERY_FAILED',
   'RELAY_MISCONFIGURED',
   'DATABASE_UNSUPPORTED',
+  'SCHEMA_MISSING',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];
@@ -144,4 +148,31 @@ function truncate(text: string, maxLength: number): string {
   // Never split a surrogate pair: the half left over is not valid UTF-8.
   if (cut > 0 && /[\uD800-\uDBFF]/.test(text.charAt(cut - 1))) cut -= 1;
   return text.slice(0, cut) + suffix;
+}
+
+/** `error` and the errors it wraps through `cause`, outermost first (at most 8). */
+export function errorChain(error: unknown): unknown[] {
+  const chain: unknown[] = [];
+  for (let e = error; e !== undefined && e !== null && chain.length < 8;) {
+    chain.push(e);
+    e = typeof e === 'object' ? (e as { cause?: unknown }).cause : undefined;
+  }
+  return chain;
+}
+
+/**
+ * A database error that says a table or column of `table`'s outbox does not exist, as
+ * `SCHEMA_MISSING` (the error itself as `cause`); any other error as it is.
+ */
+export function explainMissingSchema(dialect: Dialect, table: QualifiedName, error: unknown): unknown {
+  for (const e of errorChain(error)) {
+    const missing = e instanceof Error ? dialect.missingSchemaObject(e.message) : undefined;
+    if (missing === undefined) continue;
+    return new OutboxerError(
+      'SCHEMA_MISSING',
+      `${missing} does not exist: the outbox tables of ${table.schema === undefined ? '' : `${table.schema}.`}${table.name} are missing, or older than this version of outboxer. Run migrate() (or apply what \`npx outboxer sql\` prints with your migration tool) before instances of this version start.`,
+      { cause: error },
+    );
+  }
+  return error;
 }

@@ -17,7 +17,7 @@ import type {
   SqlQuery,
 } from './database.js';
 import { encodeMessage, type PublishOptions } from './encoding.js';
-import { describeError, OutboxerError } from './errors.js';
+import { describeError, explainMissingSchema, OutboxerError } from './errors.js';
 import { sameTable, type QualifiedName } from './identifiers.js';
 import { silentLogger, type Logger } from './logger.js';
 import { isMessage, type Message } from './message.js';
@@ -270,10 +270,18 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
             ),
           }
         : undefined;
-      return this.adapter.executeInTransaction(
-        tx,
-        dialect.insert(group.table, group.rows, { serialize: group.serialize, notify }),
-      );
+      const query = dialect.insert(group.table, group.rows, { serialize: group.serialize, notify });
+      const explain = (error: unknown) => explainMissingSchema(dialect, group.table, error);
+      if (this.adapter.sync) {
+        try {
+          return this.adapter.executeInTransaction(tx, query);
+        } catch (error) {
+          throw explain(error);
+        }
+      }
+      return (this.adapter.executeInTransaction(tx, query) as Promise<Row[]>).catch((error: unknown) => {
+        throw explain(error);
+      }) as MaybePromise<Row[], Sync>;
     };
     const finish = (results: Row[][]): number[] => {
       const ids = new Array<number>(inputs.length);
@@ -498,7 +506,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     // Orphans are judged by what the workers read: the recorded count, not this instance's.
     const recorded = await readRecordedConfiguration(this.adapter as DatabaseAdapter<never, boolean>, o);
     const partitions = recorded?.partitions ?? o.partitions;
-    const [row] = await this.adapter.execute(this.adapter.dialect.counts(o.table, o.name, partitions, upTo));
+    const [row] = await this.adapter
+      .execute(this.adapter.dialect.counts(o.table, o.name, partitions, upTo))
+      .catch((error: unknown) => {
+        throw explainMissingSchema(this.adapter.dialect, o.table, error);
+      });
     const seen = row?.relay_seen_at;
     const oldest = row?.oldest_pending_at;
     const figures = {

@@ -108,6 +108,12 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
       ? []
       : [['countRewind', dialect.countRewind(table, 'orders')] as [string, SqlQuery]]),
     ['prune', dialect.prune(table, 'orders', 3600, 1000)],
+    ...(dialect.tallies === undefined
+      ? []
+      : ([
+          ['tallies.compact', dialect.tallies.compact(table, 'orders')],
+          ['tallies.recount', dialect.tallies.recount(table, 'orders', 600_000)],
+        ] as Array<[string, SqlQuery]>)),
   ];
   return queries.flatMap(([name, query]) =>
     Array.isArray(query) ? query.map((q, i) => ({ name: `${name} #${i + 1}`, query: q })) : [{ name, query }],
@@ -141,4 +147,5 @@ export const coveredMethods = [
   'blockedGroups',
   'prune',
   'toEnvelope',
+  'missingSchemaObject',
 ];

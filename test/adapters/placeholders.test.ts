@@ -100,6 +100,10 @@ describe('every Postgres dialect query through toQuestionMarks', () => {
         .filter((k) => typeof (postgresDialect as never)[k] === 'function')
         .sort(),
     ).toEqual([...coveredMethods].sort());
+    // The statements of the tallies' upkeep are covered too.
+    expect(dialectQueries(postgresDialect).map((q) => q.name)).toEqual(
+      expect.arrayContaining(['tallies.compact', 'tallies.recount']),
+    );
   });
 
   test('outboxer never puts $ or ? inside a literal or quoted identifier', () => {

@@ -40,6 +40,7 @@ describe('invalid options are refused at construction, naming the option and the
     [{}, { backoff: { minimum: 1 } }, /Unknown option "outboxes\.orders\.backoff\.minimum"/],
     [{}, { retention: 'forever' }, /outboxes\.orders\.retention.*'delete' or \{ keep: seconds \}/],
     [{}, { retention: { keep: -1 } }, /retention\.keep/],
+    [{}, { recountInterval: 10 }, /outboxes\.orders\.recountInterval.*integer from 1000/],
     [{}, { relay: { send() {} } }, /outboxes\.orders\.relay/],
     [{}, { notify: true }, /notify.*sqlite/],
     [{}, { colour: 'blue' }, /Unknown option "outboxes\.orders\.colour"/],
@@ -203,6 +204,39 @@ describe.each(fixtures)('bad messages on $name', ({ make }) => {
       }
     }
     expect((await outboxer.counts('orders')).pending).toBe(0);
+  });
+
+  test('tables migrate() has not created: SCHEMA_MISSING naming what is missing, with the database error as cause', async () => {
+    const fixture = current();
+    const unmigrated = new Outboxer({
+      database: fixture.database,
+      outboxes: { orders: { relay, table: 'never_migrated' } },
+      testing: 'manual',
+    }) as Outboxer<never, boolean>;
+    const publishing = () =>
+      fixture.kind === 'sqlite'
+        ? fixture.transaction((tx) => unmigrated.publish(tx as never, 'orders', {}) as number)
+        : fixture.transaction((tx) => unmigrated.publish(tx as never, 'orders', {}) as Promise<number>);
+    await expectCode(publishing, 'SCHEMA_MISSING', /never_migrated.*Run migrate\(\)/);
+    await expectCode(() => unmigrated.counts('orders'), 'SCHEMA_MISSING', /never_migrated/);
+    if (fixture.kind === 'postgres') {
+      const relaying = new Outboxer({
+        database: fixture.database,
+        outboxes: { orders: { relay, table: 'never_migrated' } },
+      });
+      await expectCode(() => relaying.start(), 'SCHEMA_MISSING', /never_migrated_config/);
+      await relaying.stop();
+    }
+    if (fixture.kind === 'postgres') {
+      // A table from a version before tallies: publish names the missing companion.
+      await unmigrated.migrate();
+      await fixture.query('DROP TABLE never_migrated_tallies');
+      await expectCode(publishing, 'SCHEMA_MISSING', /"never_migrated_tallies" does not exist/);
+      await expectCode(() => unmigrated.counts('orders'), 'SCHEMA_MISSING', /never_migrated_tallies/);
+    }
+    await unmigrated.migrate();
+    expect(await publishing()).toBeGreaterThan(0);
+    expect((await unmigrated.counts('orders')).pending).toBe(1);
   });
 
   test('admin calls with bad arguments', async () => {

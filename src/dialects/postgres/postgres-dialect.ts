@@ -868,4 +868,7 @@ export const postgresDialect: Dialect = Object.freeze({
   blockedGroups,
   prune,
   toEnvelope: readEnvelope,
+  missingSchemaObject: (message: string) =>
+    /column ("[^"]+" of relation "[^"]+") does not exist/.exec(message)?.[1] ??
+    /relation ("[^"]+") does not exist/.exec(message)?.[1],
 });

@@ -417,4 +417,8 @@ FROM (SELECT sqlite_version() || '.0' AS v, substr(sqlite_version() || '.0', ins
   blockedGroups,
   prune,
   toEnvelope: readEnvelope,
+  missingSchemaObject: (message: string) =>
+    /no such table: (\S+)/.exec(message)?.[1] ??
+    /table (\S+ has no column named \S+)/.exec(message)?.[1] ??
+    /no such column: (\S+)/.exec(message)?.[1],
 });
