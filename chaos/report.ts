@@ -27,6 +27,8 @@ export interface RunReport {
   startFailures: number;
   commitsDuringOutages: number[];
   transactions: number;
+  /** Where the tallies `counts()` sums differ from the rows after the drain, per outbox: none expected. */
+  tallyDrift: string[];
   violations: string[];
 }
 
@@ -85,6 +87,7 @@ export function formatReport(report: RunReport): string {
   lines.push(
     `- transactions committed: ${fmt(report.transactions)}; commits while the destination was down: ${report.commitsDuringOutages.map(fmt).join(', ') || 'no outage'}`,
     `- time to drain after the last fault: ${report.drainAfterLastFaultMs === null ? 'NOT DRAINED' : `${(report.drainAfterLastFaultMs / 1000).toFixed(1)} s`} (${report.drainAfterPublishersMs === null ? '-' : `${(report.drainAfterPublishersMs / 1000).toFixed(1)} s`} after the publishers stopped)`,
+    `- counts(): ${report.tallyDrift.length === 0 ? 'the tallies equal the rows in every outbox' : report.tallyDrift.join('; ')}`,
     `- graceful stops: ${graceful.length}, longest stop() ${Math.max(0, ...graceful.map((s) => s.stopMs!))} ms; relay processes ended ${report.relayExits} times (${report.startFailures} failed to start while the database was down, ${report.crashes.length} crashed), publishers ${report.publisherExits} times`,
     `- longest event-loop delay seen by a relay that stopped gracefully: ${loopMax.toFixed(0)} ms`,
     '',

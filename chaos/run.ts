@@ -657,6 +657,7 @@ const report: RunReport = {
   startFailures: exits.filter((e) => e.code === 3).length,
   commitsDuringOutages: duringOutages,
   transactions,
+  tallyDrift,
   violations: found,
 };
 writeFileSync(join(runDir, 'report.json'), JSON.stringify(report, null, 2));

@@ -53,6 +53,7 @@ test('a short chaos run loses nothing, delivers nothing uncommitted, and reorder
     expect(total.reordered, 'order violations').toBe(0);
     expect(total.corrupted, 'corrupted').toBe(0);
     expect(total.pendingAtEnd, 'pending after the drain').toBe(0);
+    expect(report.tallyDrift, 'counts() tallies against the rows').toEqual([]);
     expect(report.crashes, 'crashed processes').toEqual([]);
     for (const outbox of outboxes) {
       expect(outbox.committed, `${outbox.outbox} committed`).toBeGreaterThan(100);
