@@ -165,7 +165,7 @@ export function makePool(url: string, max: number): pg.Pool {
   return pool;
 }
 
-/** Drops a message table and its companions (`_leases`, `_nodes`, `_config`). */
+/** Drops a message table, its companions (`_leases`, `_nodes`, `_config`, `_tallies`) and its TRUNCATE trigger's function. */
 export async function dropTables(pool: pg.Pool, table: string): Promise<void> {
   await pool.query(
     `DROP TABLE IF EXISTS "${table}", "${table}_leases", "${table}_nodes", "${table}_config", "${table}_tallies" CASCADE`,

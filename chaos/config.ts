@@ -48,8 +48,8 @@ export function outboxOptions(mode: OutboxMode): OutboxOptions {
     maxAttempts: mode.strict ? Infinity : DLQ_MAX_ATTEMPTS,
     backoff: { min: 100, max: 2000 },
     deliveryTimeout: 15_000,
-    // The final check compares counts()'s tallies with the rows: only as the statements wrote them
-    // (the recount when a relay first runs finds an empty table), never corrected by a recount.
+    // The final check compares counts()'s tallies with the rows: as the statements wrote them, never
+    // corrected by a recount (the first would come a day after the outbox's first relay started).
     recountInterval: 24 * 3_600_000,
   };
 }

@@ -151,7 +151,7 @@ function truncate(text: string, maxLength: number): string {
 }
 
 /** `error` and the errors it wraps through `cause`, outermost first (at most 8). */
-export function errorChain(error: unknown): unknown[] {
+function errorChain(error: unknown): unknown[] {
   const chain: unknown[] = [];
   for (let e = error; e !== undefined && e !== null && chain.length < 8;) {
     chain.push(e);

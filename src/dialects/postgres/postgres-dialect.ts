@@ -54,19 +54,20 @@ function tables(table: QualifiedName) {
  * by the statement itself (a data-modifying CTE over the rows `changed` returned), so the figures
  * `counts()` sums commit or roll back with the change. No row when nothing changed. Tallies are
  * inserted, never updated: publishers take no lock a counter row would serialise them on.
- * `change` gives pending, dead, delivered, aggregated over `changed`'s columns `partition`, `status`.
+ * `change` gives pending, dead, delivered as aggregates over `changed` (column `partition`, and
+ * `status` where `change` reads it), for the outbox $1.
  */
-function tally(tallies: string, outbox: string, changed: string, change: string, where = ''): string {
-  return `INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered) SELECT ${outbox}, partition, ${change} FROM ${changed}${where} GROUP BY partition`;
+function tally(tallies: string, changed: string, change: string): string {
+  return `INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered) SELECT $1, partition, ${change} FROM ${changed} GROUP BY partition`;
 }
 
 /**
- * A worker's tally of the rows it acknowledged (`changed`, with column `status`): all in its own
- * partition ($2), which it polled them from. A plain aggregate, not a grouping one: this runs with
- * every batch.
+ * A worker's tally of the rows it settled (`changed`, with column `status`), those matching
+ * `where`: all in its own partition ($2), which it polled them from. A plain aggregate, not a
+ * grouping one: this runs with every batch.
  */
-function workerTally(tallies: string, changed: string, change: string): string {
-  return `INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered) SELECT $1, $2, ${change} FROM ${changed} HAVING count(*) > 0`;
+function workerTally(tallies: string, changed: string, change: string, where = ''): string {
+  return `INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered) SELECT $1, $2, ${change} FROM ${changed}${where} HAVING count(*) > 0`;
 }
 
 /** Rows removed, by the status they had. */
@@ -494,8 +495,8 @@ ${workerTally(tallies, 'acknowledged', params.keep ? KEPT : REMOVED)}`,
   next_attempt_at = CASE WHEN f.dead THEN NULL ELSE now() + f.delay ${MS} END,
   failing_since = coalesce(m.failing_since, now())
 FROM unnest($5::bigint[], $6::text[], $7::boolean[], $8::float8[]) AS f(id, error, dead, delay)
-WHERE m.id = f.id AND m.outbox = $1 AND m.status < 3 AND ${fence(leases)} RETURNING m.partition, m.status)
-${tally(tallies, '$1', 'failed', '-count(*), count(*), 0', ' WHERE status = 3')}`,
+WHERE m.id = f.id AND m.outbox = $1 AND m.status < 3 AND ${fence(leases)} RETURNING m.status)
+${workerTally(tallies, 'failed', '-count(*), count(*), 0', ' WHERE status = 3')}`,
       values: [
         ...lease,
         f.map((x) => x.id),
@@ -768,7 +769,7 @@ function retryDead(
   const next = parkDead ? 'CASE WHEN group_key IS NULL THEN NULL ELSE now() END' : 'NULL';
   return {
     text: `WITH revived AS (UPDATE ${messages} SET status = ${status}, attempts = 0, next_attempt_at = ${next}, failing_since = NULL WHERE outbox = $1 AND status = 3 ${idFilter} RETURNING id, partition, status),
-tallied AS (${tally(tallies, '$1', 'revived', 'count(*), -count(*), 0')})
+tallied AS (${tally(tallies, 'revived', 'count(*), -count(*), 0')})
 SELECT id FROM revived`,
     values: ids === undefined ? [outbox] : [outbox, ids],
   };
@@ -797,7 +798,7 @@ function discard(table: QualifiedName, outbox: string, ids: readonly number[]): 
   const { messages, tallies } = tables(table);
   return {
     text: `WITH discarded AS (DELETE FROM ${messages} WHERE outbox = $1 AND id = ANY($2::bigint[]) AND status <> 4 RETURNING id, partition, status),
-tallied AS (${tally(tallies, '$1', 'discarded', REMOVED)})
+tallied AS (${tally(tallies, 'discarded', REMOVED)})
 SELECT id FROM discarded`,
     values: [outbox, ids],
   };
@@ -816,7 +817,7 @@ function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, l
   DELETE FROM ${messages} WHERE ctid = ANY(ARRAY(
     SELECT ctid FROM ${messages} WHERE outbox = $1 AND status = 4 AND delivered_at < now() - $2 * interval '1 second' ORDER BY id LIMIT $3
   )) RETURNING partition
-), tallied AS (${tally(tallies, '$1', 'pruned', '0, 0, -count(*)')})
+), tallied AS (${tally(tallies, 'pruned', '0, 0, -count(*)')})
 SELECT count(*)::int AS pruned FROM pruned`,
       values: [outbox, olderThanSeconds, limit],
     },
