@@ -42,6 +42,7 @@ describe('npm run bench, BENCH_QUICK=1', () => {
       'One poll, a blocked group',
       '`counts()` on',
       'Prune delivered rows',
+      'Prune with nothing older than the window',
       'Pickup latency, `notify: true`',
       'peak RSS',
       'pg-boss',

@@ -428,6 +428,7 @@ export async function pollRows(ctx: BenchContext): Promise<void> {
   await dropTables(pool, MANY);
 
   await pruneRow(ctx);
+  await idlePruneRow(ctx);
 }
 
 async function pruneRow(ctx: BenchContext): Promise<void> {
@@ -495,6 +496,68 @@ async function pruneRow(ctx: BenchContext): Promise<void> {
     },
     spec: '550,000 rows/s',
     note: `${count.toLocaleString('en-US')} delivered rows older than the window, pruned by Outboxer.prune() in its batches of 10,000, each deleted by physical position (\`ctid = ANY(ARRAY(SELECT ctid …))\`); median of ${trials}.`,
+  });
+  await dropTables(pool, PRUNE);
+}
+
+/**
+ * The pruner's run on an outbox that keeps its history and has nothing old enough to remove, the
+ * state it finds every `pruneInterval`: it must cost the same however much history is kept.
+ */
+async function idlePruneRow(ctx: BenchContext): Promise<void> {
+  const { pool, settings } = ctx;
+  const iterations = settings.quick ? 10 : 50;
+  const outboxer = new Outboxer({
+    database: nodePostgres(pool),
+    relay: false,
+    outboxes: { bench: { table: PRUNE, retention: { keep: 3600 } } },
+  });
+  await dropTables(pool, PRUNE);
+  await outboxer.migrate();
+  const idleRun = async (kept: number): Promise<number> => {
+    await pool.query(`TRUNCATE "${PRUNE}"`);
+    await fill(pool, {
+      table: PRUNE,
+      outbox: 'bench',
+      count: kept,
+      groups: GROUPS,
+      partitions: 1,
+      status: 4,
+      deliveredAt: 'now()',
+    });
+    await vacuum(pool, PRUNE);
+    const runs: number[] = [];
+    for (let i = 0; i < iterations; i += 1) {
+      const run = await seconds(() => outboxer.prune('bench'));
+      if (run.value !== 0) throw new Error(`an idle prune removed ${run.value} rows`);
+      runs.push(run.seconds * 1000);
+    }
+    return median(runs);
+  };
+  const small = rows(settings, 10_000, 1_000);
+  const large = rows(settings, 1_000_000, 20_000);
+  const smallMs = await idleRun(small);
+  const largeMs = await idleRun(large);
+  if (settings.plans) {
+    const [statement] = postgresDialect.prune(table(PRUNE), 'bench', 3600, 10_000);
+    await plan(ctx, `Prune with nothing older than the window, ${large} delivered rows kept`, statement!);
+  }
+  const ratio = largeMs / smallMs;
+  addRow(ctx, {
+    group: 'Prune',
+    what: `Prune with nothing older than the window, ${large.toLocaleString('en-US')} delivered rows kept`,
+    ours: { value: largeMs, unit: 'ms' },
+    limit: {
+      label: `the same with ${small.toLocaleString('en-US')} rows kept`,
+      figure: { value: smallMs, unit: 'ms' },
+    },
+    ofLimit: times(ratio),
+    target: {
+      text: `the same at any history kept (within 1.5× of ${small.toLocaleString('en-US')})`,
+      measured: times(ratio),
+      met: judge(ctx, ratio <= 1.5),
+    },
+    note: `One Outboxer.prune() run, as the pruner makes every pruneInterval, on an outbox whose delivered rows are all inside the window; median of ${iterations}, at the client (one transaction and its commit). It reads the range of \`_delivered_at\` older than the window, which is empty.`,
   });
   await dropTables(pool, PRUNE);
 }

@@ -15,7 +15,7 @@ export interface BenchSettings {
   readonly plans: boolean;
   /** A smoke run with tiny counts: checks that every row completes, says nothing about speed. */
   readonly quick: boolean;
-  /** Only these groups (publish, relay, poll, counts, prune, latency, memory, peers, sqlite). */
+  /** Only these groups (publish, relay, poll (with counts and prune), latency, memory, peers; sqlite). */
   readonly only: readonly string[] | undefined;
   /** Where the report goes; default docs/benchmarks.md (full runs) or .tmp/ (quick runs). */
   readonly out: string | undefined;

@@ -9,6 +9,15 @@ import { Outboxer, PermanentError, functionRelay, type Envelope, type PublishInp
 import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Index Name'?: string;
+  'Index Cond'?: string;
+  Filter?: string;
+  Plans?: PlanNode[];
+}
+
 /** outboxer's prune batch (not an option: `pruneAll` in src/core/outboxer.ts). */
 const PRUNE_BATCH = 10_000;
 
@@ -102,6 +111,128 @@ describe.each(fixtures)('pruning on $name', ({ name, make }) => {
     batches.length = 0;
     expect(await outboxer.prune('orders', { onBatch: (pruned) => batches.push(pruned) })).toBe(0);
     expect(batches).toEqual([0]);
+    await outboxer.close();
+  });
+
+  /** The message table's indexes, by name. */
+  async function indexesOf(table: string): Promise<string[]> {
+    const rows =
+      fixture.kind === 'postgres'
+        ? await fixture.query(`SELECT indexname AS name FROM pg_indexes WHERE tablename = $1 ORDER BY 1`, [
+            table,
+          ])
+        : await fixture.query(
+            `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? ORDER BY 1`,
+            [table],
+          );
+    return rows.map((row) => String(row.name));
+  }
+
+  /** Where the prune statement finds its rows: the scans of the message table in its plan. */
+  async function pruneScans(table: string): Promise<string[]> {
+    const [statement] = fixture.database.dialect.prune(
+      { schema: undefined, name: table },
+      'orders',
+      3600,
+      100,
+    );
+    if (fixture.kind === 'sqlite') {
+      const plan = await fixture.query(`EXPLAIN QUERY PLAN ${statement!.text}`, [...statement!.values]);
+      // The scans that find rows; the delete then removes those it found, by id (`rowid=?`).
+      return plan
+        .map((row) => String(row.detail))
+        .filter((detail) => /^(SCAN|SEARCH) /.test(detail) && !/\(rowid=\?\)$/.test(detail));
+    }
+    const [{ 'QUERY PLAN': plan }] = (await fixture.query(`EXPLAIN (FORMAT JSON) ${statement!.text}`, [
+      ...statement!.values,
+    ])) as [{ 'QUERY PLAN': [{ Plan: PlanNode }] }];
+    const scans: string[] = [];
+    const visit = (node: PlanNode): void => {
+      // The scans that find rows; the Tid Scan then deletes those it found, by position.
+      if (
+        node['Relation Name'] === table &&
+        /Scan$/.test(node['Node Type']) &&
+        node['Node Type'] !== 'Tid Scan'
+      )
+        scans.push(
+          [
+            node['Node Type'],
+            node['Index Name'],
+            node['Index Cond'],
+            node['Filter'] && `Filter: ${node['Filter']}`,
+          ]
+            .filter(Boolean)
+            .join(' '),
+        );
+      for (const child of node.Plans ?? []) visit(child);
+    };
+    visit(plan[0].Plan);
+    return scans;
+  }
+
+  test('a prune reads only the rows older than the window, however many delivered rows are kept', async () => {
+    const table = `prune_range_${name}`;
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      relay: false,
+      outboxes: { orders: { table, retention: { keep: 3600 } } },
+    });
+    await outboxer.migrate();
+    // 20,000 delivered rows inside the window and none older: the steady state of an outbox that
+    // keeps what it delivered. Before, each prune walked all of them to find nothing.
+    if (fixture.kind === 'postgres') {
+      await fixture.query(
+        `INSERT INTO "${table}" (outbox, partition, payload, status, delivered_at)
+         SELECT 'orders', 0, '{}', 4, now() - g * interval '1 millisecond' FROM generate_series(1, 20000) AS g`,
+      );
+    } else {
+      await fixture.query(
+        `INSERT INTO "${table}" (outbox, partition, payload, status, delivered_at)
+         WITH RECURSIVE g(value) AS (SELECT 1 UNION ALL SELECT value + 1 FROM g WHERE value < 20000)
+         SELECT 'orders', 0, '{}', 4, ? - value FROM g`,
+        [Date.now()],
+      );
+    }
+    await fixture.query(`ANALYZE "${table}"`);
+    const scans = await pruneScans(table);
+    if (fixture.kind === 'postgres') {
+      expect(scans).toHaveLength(1);
+      expect(scans[0]).toMatch(
+        new RegExp(
+          `^Index Scan ${table}_delivered_at \\(\\(outbox = 'orders'::text\\) AND \\(delivered_at < `,
+        ),
+      );
+      expect(scans[0]).not.toMatch(/Filter/);
+    } else {
+      expect(scans).toEqual([
+        `SEARCH ${table} USING COVERING INDEX ${table}_delivered_at (outbox=? AND delivered_at<?)`,
+      ]);
+    }
+    expect(await outboxer.prune('orders')).toBe(0);
+    const [{ kept }] = await fixture.query(`SELECT count(*) AS kept FROM "${table}"`);
+    expect(Number(kept)).toBe(20_000);
+    await outboxer.close();
+  });
+
+  test("migrate() replaces the earlier (outbox, id) index of delivered rows with the range's", async () => {
+    const table = `prune_upgrade_${name}`;
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      relay: false,
+      outboxes: { orders: { table, retention: { keep: 3600 } } },
+    });
+    await outboxer.migrate();
+    // A table migrated by an earlier version: its index of delivered rows was on (outbox, id).
+    await fixture.query(`DROP INDEX "${table}_delivered_at"`);
+    await fixture.query(`CREATE INDEX "${table}_delivered" ON "${table}" (outbox, id) WHERE status = 4`);
+    expect(await indexesOf(table)).toContain(`${table}_delivered`);
+    await outboxer.migrate();
+    const indexes = await indexesOf(table);
+    expect(indexes).toContain(`${table}_delivered_at`);
+    expect(indexes).not.toContain(`${table}_delivered`);
+    // And migrate() stays idempotent.
+    await outboxer.migrate();
+    expect(await indexesOf(table)).toEqual(indexes);
     await outboxer.close();
   });
 

@@ -806,7 +806,8 @@ SELECT id FROM discarded`,
 
 function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, limit: number): SqlQuery[] {
   const { messages, tallies } = tables(table);
-  // Reads the index (outbox, id) WHERE status = 4; dead messages (status 3) are never pruned.
+  // Reads the range of the index (outbox, delivered_at) WHERE status = 4 that is older than the
+  // window, oldest first, and nothing else; dead messages (status 3) are never pruned.
   // Deletes by physical position: `ctid = ANY(ARRAY(…))` is a TID scan, one heap visit a row, where
   // deleting by `id` added a primary-key lookup (1.5× slower) and `IN (SELECT …)` became a hash
   // join over the table. A row updated meanwhile has moved, no longer matches, and stays. Every
@@ -815,7 +816,7 @@ function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, l
     {
       text: `WITH pruned AS (
   DELETE FROM ${messages} WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM ${messages} WHERE outbox = $1 AND status = 4 AND delivered_at < now() - $2 * interval '1 second' ORDER BY id LIMIT $3
+    SELECT ctid FROM ${messages} WHERE outbox = $1 AND status = 4 AND delivered_at < now() - $2 * interval '1 second' ORDER BY delivered_at LIMIT $3
   )) RETURNING partition
 ), tallied AS (${tally(tallies, 'pruned', '0, 0, -count(*)')})
 SELECT count(*)::int AS pruned FROM pruned`,

@@ -60,7 +60,11 @@ export function postgresSchema(table: QualifiedName): string[] {
     `CREATE INDEX IF NOT EXISTS "${name}_blocking" ON ${t} (outbox, group_key) WHERE status IN (1, 3)`,
     `CREATE INDEX IF NOT EXISTS "${name}_held" ON ${t} (outbox, group_key, id) WHERE status = 2`,
     `CREATE INDEX IF NOT EXISTS "${name}_dead" ON ${t} (outbox, id) WHERE status = 3`,
-    `CREATE INDEX IF NOT EXISTS "${name}_delivered" ON ${t} (outbox, id) WHERE status = 4`,
+    // Prune reads the delivered rows older than the window as a range of this index, which ends
+    // at the window: a prune with nothing to remove reads nothing, however many rows are kept.
+    `CREATE INDEX IF NOT EXISTS "${name}_delivered_at" ON ${t} (outbox, delivered_at) WHERE status = 4`,
+    // Its predecessor, on (outbox, id), made every prune walk all the rows kept.
+    `DROP INDEX IF EXISTS ${quoteName(companion(table, 'delivered'))}`,
     `CREATE TABLE IF NOT EXISTS ${leases} (
   outbox text NOT NULL,
   partition integer NOT NULL,

@@ -370,7 +370,7 @@ function prune(table: QualifiedName, outbox: string, olderThanSeconds: number, l
   const { messages } = tables(table);
   return [
     {
-      text: `DELETE FROM ${messages} WHERE id IN (SELECT id FROM ${messages} WHERE outbox = ? AND status = 4 AND delivered_at < ? ORDER BY id LIMIT ?)`,
+      text: `DELETE FROM ${messages} WHERE id IN (SELECT id FROM ${messages} WHERE outbox = ? AND status = 4 AND delivered_at < ? ORDER BY delivered_at LIMIT ?)`,
       values: [outbox, Date.now() - olderThanSeconds * 1000, limit],
     },
     { text: `SELECT changes() AS pruned`, values: [] },

@@ -35,7 +35,10 @@ export function sqliteSchema(table: QualifiedName): string[] {
     `CREATE INDEX IF NOT EXISTS ${prefix}"${name}_blocking" ON "${name}" (outbox, group_key) WHERE status IN (1, 3)`,
     `CREATE INDEX IF NOT EXISTS ${prefix}"${name}_held" ON "${name}" (outbox, group_key, id) WHERE status = 2`,
     `CREATE INDEX IF NOT EXISTS ${prefix}"${name}_dead" ON "${name}" (outbox, id) WHERE status = 3`,
-    `CREATE INDEX IF NOT EXISTS ${prefix}"${name}_delivered" ON "${name}" (outbox, id) WHERE status = 4`,
+    // Prune reads the delivered rows older than the window as a range of this index (see the
+    // Postgres schema); its predecessor, on (outbox, id), made every prune walk all rows kept.
+    `CREATE INDEX IF NOT EXISTS ${prefix}"${name}_delivered_at" ON "${name}" (outbox, delivered_at) WHERE status = 4`,
+    `DROP INDEX IF EXISTS ${prefix}"${name}_delivered"`,
     `CREATE TABLE IF NOT EXISTS ${leases} (
   outbox TEXT NOT NULL,
   partition INTEGER NOT NULL,
