@@ -392,7 +392,18 @@ async function destination(mode: 'up' | 'down' | 'slow', delayMs = 0): Promise<v
   for (const slot of relays) slot.send({ type: 'destination', mode, delayMs });
 }
 
+/**
+ * Waits up to `ms` for a child of `slots` to be alive and ready. On a loaded machine every relay
+ * can be restarting when a fault falls due; skipping the fault would leave its kind unplayed.
+ */
+async function waitForLiveSlot(slots: readonly Slot[], ms = 20_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (!slots.some((s) => s.alive && s.isReady) && Date.now() < until) await sleep(100);
+}
+
 async function inject(fault: ScheduledFault): Promise<void> {
+  if (fault.kind.startsWith('relay-')) await waitForLiveSlot(relays);
+  if (fault.kind.startsWith('publisher-')) await waitForLiveSlot(publishers);
   const start = Date.now();
   let target: string | undefined;
   let detail: string | undefined;
