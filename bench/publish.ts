@@ -14,7 +14,11 @@ const RAW = 'bench_pub_raw';
 const GROUPS = 10_000;
 const COLUMNS = '(outbox, partition, group_key, type, payload, headers)';
 
-const RAW_INSERT = `INSERT INTO "${RAW}" ${COLUMNS} VALUES ($1, $2, $3, $4, $5, $6)`;
+/** The one-row INSERT of outboxer's columns, written by hand: the limit of a single-message publish. */
+export const plainInsert = (table: string): string =>
+  `INSERT INTO "${table}" ${COLUMNS} VALUES ($1, $2, $3, $4, $5, $6)`;
+
+const RAW_INSERT = plainInsert(RAW);
 const RAW_INSERT_NOTIFY = `INSERT INTO "${RAW}" ${COLUMNS} SELECT $1, $2, $3, $4, $5::json, $6::json FROM (SELECT pg_notify($7, $8)) AS n`;
 const RAW_INSERT_LOCK = `INSERT INTO "${RAW}" ${COLUMNS} SELECT $1, $2, $3, $4, $5::json, $6::json FROM (SELECT pg_advisory_xact_lock(hashtextextended($3, 0))) AS l`;
 

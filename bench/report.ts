@@ -47,6 +47,8 @@ export interface PeerRow {
    * indexes: the most any library can publish one message per transaction at on this machine.
    */
   readonly floor?: Figure;
+  /** The plain one-row INSERT of outboxer's row into an identical table, in the same trials. */
+  readonly plain?: Figure;
   readonly target?: Target;
 }
 
@@ -111,10 +113,14 @@ export function renderRows(rows: readonly BenchRow[]): string {
 export function renderPeers(rows: readonly PeerRow[]): string {
   if (rows.length === 0) return '';
   const names = [...new Set(rows.flatMap((r) => r.peers.map((p) => p.name)))];
-  const floors = rows.some((r) => r.floor !== undefined);
+  // The references of the single-message rows, where measured: what any library could reach.
+  const references = [
+    { label: "Plain INSERT of outboxer's row", of: (row: PeerRow) => row.plain },
+    { label: 'Floor: a one-row transaction', of: (row: PeerRow) => row.floor },
+  ].filter((reference) => rows.some((row) => reference.of(row) !== undefined));
   const lines = [
-    `| What | outboxer | ${names.join(' | ')} |${floors ? ' Floor: a one-row transaction |' : ''} Target | Measured | Met |`,
-    `|---|---:|${names.map(() => '---:').join('|')}|${floors ? '---:|' : ''}---|---:|:---:|`,
+    `| What | outboxer | ${[...names, ...references.map((r) => r.label)].join(' | ')} | Target | Measured | Met |`,
+    `|---|---:|${[...names, ...references].map(() => '---:').join('|')}|---|---:|:---:|`,
   ];
   for (const row of rows) {
     const peerCells = names.map((name) => {
@@ -123,8 +129,12 @@ export function renderPeers(rows: readonly PeerRow[]): string {
       if (peer.figure === undefined) return cell(peer.note ?? 'skipped');
       return cell(formatFigure(peer.figure) + (peer.note ? ` (${peer.note})` : ''));
     });
+    const referenceCells = references.map((reference) => {
+      const figure = reference.of(row);
+      return figure === undefined ? '' : cell(formatFigure(figure));
+    });
     lines.push(
-      `| ${cell(row.what)} | ${cell(formatFigure(row.ours))} | ${peerCells.join(' | ')} |${floors ? ` ${row.floor ? cell(formatFigure(row.floor)) : ''} |` : ''} ${cell(row.target?.text ?? '')} | ${cell(row.target?.measured ?? '')} | ${met(row.target)} |`,
+      `| ${cell(row.what)} | ${cell(formatFigure(row.ours))} | ${[...peerCells, ...referenceCells].join(' | ')} | ${cell(row.target?.text ?? '')} | ${cell(row.target?.measured ?? '')} | ${met(row.target)} |`,
     );
   }
   return lines.join('\n');
