@@ -4,7 +4,7 @@ import { hashGroupKey } from './partitioning.js';
 import { settlesWithin } from './timing.js';
 import { TallyUpkeep } from './tally-upkeep.js';
 import { channels, emit } from './telemetry.js';
-import { PartitionWorker, type WorkerDeps } from './worker.js';
+import { backgroundFailure, PartitionWorker, type WorkerDeps } from './worker.js';
 
 /**
  * Holds this node's fair share of an outbox's partitions. Every `leaseTimeout / 3` it records a
@@ -43,10 +43,15 @@ export class OutboxCoordinator {
   tick(): Promise<void> {
     this.ticking ??= this.coordinate()
       .catch((error: unknown) => {
-        emit(channels.error, () => ({ instance: this.deps.instance, outbox: this.deps.outbox.name, error }));
+        const failure = backgroundFailure(this.deps, error);
+        emit(channels.error, () => ({
+          instance: this.deps.instance,
+          outbox: this.deps.outbox.name,
+          error: failure,
+        }));
         this.deps.logger.error('outboxer: partition coordination failed; retrying', {
           outbox: this.deps.outbox.name,
-          error: describeError(error, 500),
+          error: describeError(failure, 500),
         });
       })
       .finally(() => {
@@ -144,7 +149,7 @@ export class OutboxCoordinator {
       .catch((error: unknown) => {
         this.deps.logger.error('outboxer: prune failed', {
           outbox: this.deps.outbox.name,
-          error: describeError(error, 500),
+          error: describeError(backgroundFailure(this.deps, error), 500),
         });
       })
       .finally(() => {
@@ -179,7 +184,7 @@ export class OutboxCoordinator {
       // The leases expire on their own; another node takes over after leaseTimeout.
       this.deps.logger.warn('outboxer: could not hand back leases at stop', {
         outbox: outbox.name,
-        error: describeError(error, 500),
+        error: describeError(backgroundFailure(this.deps, error), 500),
       });
     }
     this.workers.clear();

@@ -4,6 +4,7 @@ import {
   OutboxerError,
   PermanentError,
   describeError,
+  explainMissingSchema,
   isOutboxerError,
   redactCredentials,
 } from './errors.js';
@@ -42,4 +43,26 @@ test('describeError truncates, redacts credentials and removes NUL characters', 
   const text = describeError('🎉'.repeat(300), 101);
   expect(text.isWellFormed()).toBe(true);
   expect(redactCredentials('amqp://guest:guest@localhost')).toBe('amqp://guest:***@localhost');
+});
+
+test("a missing table is explained as SCHEMA_MISSING only when it is the outbox's own, or a companion of it", () => {
+  const dialect = {
+    missingSchemaObject: (message: string) => /relation ("[^"]+") does not exist/.exec(message)?.[1],
+  } as never;
+  const table = { schema: undefined, name: 'orders' };
+  const ours = new Error('relation "orders_tallies" does not exist');
+  const explained = explainMissingSchema(dialect, table, new Error('wrapped', { cause: ours }));
+  expect(explained).toMatchObject({ code: 'SCHEMA_MISSING', cause: { cause: ours } });
+  expect(
+    explainMissingSchema(
+      dialect,
+      { schema: 'app', name: 'orders' },
+      new Error('relation "app.orders" does not exist'),
+    ),
+  ).toMatchObject({ code: 'SCHEMA_MISSING' });
+  // A relay's own table, or a table whose name merely starts like ours, is someone else's.
+  for (const message of ['relation "pgboss.job" does not exist', 'relation "ordersx" does not exist']) {
+    const theirs = new Error(message);
+    expect(explainMissingSchema(dialect, table, theirs)).toBe(theirs);
+  }
 });

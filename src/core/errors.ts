@@ -161,13 +161,21 @@ function errorChain(error: unknown): unknown[] {
 }
 
 /**
+ * Whether what the database reports missing is the table or one of its companions
+ * (`<table>_tallies`…): another table's absence (a relay's own, say) is not ours to explain.
+ */
+function namesTable(missing: string, name: string): boolean {
+  return missing.split(/[^A-Za-z0-9_$]+/).some((word) => word === name || word.startsWith(`${name}_`));
+}
+
+/**
  * A database error that says a table or column of `table`'s outbox does not exist, as
  * `SCHEMA_MISSING` (the error itself as `cause`); any other error as it is.
  */
 export function explainMissingSchema(dialect: Dialect, table: QualifiedName, error: unknown): unknown {
   for (const e of errorChain(error)) {
     const missing = e instanceof Error ? dialect.missingSchemaObject(e.message) : undefined;
-    if (missing === undefined) continue;
+    if (missing === undefined || !namesTable(missing, table.name)) continue;
     return new OutboxerError(
       'SCHEMA_MISSING',
       `${missing} does not exist: the outbox tables of ${table.schema === undefined ? '' : `${table.schema}.`}${table.name} are missing, or older than this version of outboxer. Run migrate() (or apply what \`npx outboxer sql\` prints with your migration tool) before instances of this version start.`,

@@ -1,6 +1,6 @@
 import type { Dialect } from './database.js';
 import { describeError } from './errors.js';
-import type { WorkerDeps } from './worker.js';
+import { backgroundFailure, type WorkerDeps } from './worker.js';
 
 type Tallies = NonNullable<Dialect['tallies']>;
 
@@ -22,7 +22,7 @@ export class TallyUpkeep {
       .catch((error: unknown) => {
         this.deps.logger.error('outboxer: upkeep of the counts() tallies failed; retrying', {
           outbox: this.deps.outbox.name,
-          error: describeError(error, 500),
+          error: describeError(backgroundFailure(this.deps, error), 500),
         });
       })
       .finally(() => {

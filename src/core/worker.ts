@@ -8,7 +8,7 @@ import {
   type Row,
   type SettleParams,
 } from './database.js';
-import { describeError, LeaseLostError } from './errors.js';
+import { describeError, explainMissingSchema, LeaseLostError } from './errors.js';
 import { notifyPayload } from './notifications.js';
 import type { Logger } from './logger.js';
 import type { ResolvedOutbox } from './options.js';
@@ -24,6 +24,15 @@ export interface WorkerDeps {
   readonly leaseTimeout: number;
   readonly maxErrorLength: number;
   readonly logger: Logger;
+}
+
+/**
+ * A failure of an outbox's background work (polls, settles, coordination, pruning, tallies) as
+ * logs and telemetry report it: a table or column migrate() has not created comes out as
+ * SCHEMA_MISSING, which says so and what to run, with the database's error as its cause.
+ */
+export function backgroundFailure(deps: Pick<WorkerDeps, 'adapter' | 'outbox'>, error: unknown): unknown {
+  return explainMissingSchema(deps.adapter.dialect, deps.outbox.table, error);
 }
 
 /** What one poll-deliver-settle round did. */
@@ -759,16 +768,17 @@ export class PartitionWorker {
         deferred = undefined;
         quietAsOf = undefined;
         failures += 1;
+        const failure = backgroundFailure(this.deps, error);
         emit(channels.error, () => ({
           instance: this.deps.instance,
           outbox: outbox.name,
           partition: this.partition,
-          error,
+          error: failure,
         }));
         logger.error('outboxer: relay round failed; retrying', {
           outbox: outbox.name,
           partition: this.partition,
-          error: describeError(error, 500),
+          error: describeError(failure, 500),
         });
         await this.sleep(Math.min(outbox.pollInterval * 2 ** Math.min(failures - 1, 6), 30_000));
         if (Date.now() - this.lastRenewed > this.deps.leaseTimeout) {
@@ -789,7 +799,7 @@ export class PartitionWorker {
       this.deps.logger.error('outboxer: acknowledging the last batch failed on stop', {
         outbox: this.deps.outbox.name,
         partition: this.partition,
-        error: describeError(error, 500),
+        error: describeError(backgroundFailure(this.deps, error), 500),
       });
     }
   }
