@@ -514,7 +514,10 @@ async function idlePruneRow(ctx: BenchContext): Promise<void> {
   });
   await dropTables(pool, PRUNE);
   await outboxer.migrate();
-  const idleRun = async (kept: number): Promise<number> => {
+  const [statement] = postgresDialect.prune(table(PRUNE), 'bench', 3600, 10_000);
+  // At the client (a transaction of three round trips) and on the server, where the history kept
+  // would show: the judged figure.
+  const idleRun = async (kept: number): Promise<{ client: number; server: number }> => {
     await pool.query(`TRUNCATE "${PRUNE}"`);
     await fill(pool, {
       table: PRUNE,
@@ -532,32 +535,30 @@ async function idlePruneRow(ctx: BenchContext): Promise<void> {
       if (run.value !== 0) throw new Error(`an idle prune removed ${run.value} rows`);
       runs.push(run.seconds * 1000);
     }
-    return median(runs);
+    return { client: median(runs), server: await serverTime(pool, statement!) };
   };
   const small = rows(settings, 10_000, 1_000);
   const large = rows(settings, 1_000_000, 20_000);
-  const smallMs = await idleRun(small);
-  const largeMs = await idleRun(large);
-  if (settings.plans) {
-    const [statement] = postgresDialect.prune(table(PRUNE), 'bench', 3600, 10_000);
+  const smallRun = await idleRun(small);
+  const largeRun = await idleRun(large);
+  if (settings.plans)
     await plan(ctx, `Prune with nothing older than the window, ${large} delivered rows kept`, statement!);
-  }
-  const ratio = largeMs / smallMs;
+  const ratio = largeRun.server / smallRun.server;
   addRow(ctx, {
     group: 'Prune',
     what: `Prune with nothing older than the window, ${large.toLocaleString('en-US')} delivered rows kept`,
-    ours: { value: largeMs, unit: 'ms' },
+    ours: { value: largeRun.client, unit: 'ms' },
     limit: {
       label: `the same with ${small.toLocaleString('en-US')} rows kept`,
-      figure: { value: smallMs, unit: 'ms' },
+      figure: { value: smallRun.client, unit: 'ms' },
     },
-    ofLimit: times(ratio),
+    ofLimit: times(largeRun.client / smallRun.client),
     target: {
-      text: `the same at any history kept (within 1.5× of ${small.toLocaleString('en-US')})`,
+      text: `the same at any history kept (server time within 1.5× of ${small.toLocaleString('en-US')} kept)`,
       measured: times(ratio),
       met: judge(ctx, ratio <= 1.5),
     },
-    note: `One Outboxer.prune() run, as the pruner makes every pruneInterval, on an outbox whose delivered rows are all inside the window; median of ${iterations}, at the client (one transaction and its commit). It reads the range of \`_delivered_at\` older than the window, which is empty.`,
+    note: `One Outboxer.prune() run, as the pruner makes every pruneInterval, on an outbox whose delivered rows are all inside the window; median of ${iterations} at the client (one transaction: three round trips). On the server (EXPLAIN ANALYZE, median of 15): ${formatMs(largeRun.server)} ms, against ${formatMs(smallRun.server)} ms with ${small.toLocaleString('en-US')} kept. It reads the range of \`_delivered_at\` older than the window, which is empty.`,
   });
   await dropTables(pool, PRUNE);
 }
