@@ -61,7 +61,11 @@ test("a missing table is explained as SCHEMA_MISSING only when it is the outbox'
     ),
   ).toMatchObject({ code: 'SCHEMA_MISSING' });
   // A relay's own table, or a table whose name merely starts like ours, is someone else's.
-  for (const message of ['relation "pgboss.job" does not exist', 'relation "ordersx" does not exist']) {
+  for (const message of [
+    'relation "pgboss.job" does not exist',
+    'relation "ordersx" does not exist',
+    'relation "orders_archive" does not exist',
+  ]) {
     const theirs = new Error(message);
     expect(explainMissingSchema(dialect, table, theirs)).toBe(theirs);
   }

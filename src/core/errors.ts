@@ -160,12 +160,16 @@ function errorChain(error: unknown): unknown[] {
   return chain;
 }
 
+/** The tables migrate() creates beside a message table, as `<table>_<suffix>`. */
+const COMPANIONS = ['leases', 'nodes', 'config', 'tallies'];
+
 /**
- * Whether what the database reports missing is the table or one of its companions
- * (`<table>_tallies`…): another table's absence (a relay's own, say) is not ours to explain.
+ * Whether what the database reports missing is the table or one of its companions: another
+ * table's absence (a relay's own, say) is not ours to explain.
  */
 function namesTable(missing: string, name: string): boolean {
-  return missing.split(/[^A-Za-z0-9_$]+/).some((word) => word === name || word.startsWith(`${name}_`));
+  const ours = new Set([name, ...COMPANIONS.map((suffix) => `${name}_${suffix}`)]);
+  return missing.split(/[^A-Za-z0-9_$]+/).some((word) => ours.has(word));
 }
 
 /**
