@@ -5,19 +5,28 @@
  * topic), and with what is left in the outbox table, and reports per outbox:
  *
  * - committed, delivered (distinct committed ids that arrived), lost (committed, neither delivered
- *   nor dead: must be 0), phantom (delivered but never committed: must be 0), delivered from
+ *   nor dead nor discarded by the operator: must be 0), phantom (delivered but never committed: must be 0), delivered from
  *   rolled-back transactions (must be 0);
  * - per-group order violations among first deliveries, by id and by the group's commit sequence
  *   (must be 0); content corrupted on the way (must be 0);
  * - duplicates, each attributed to the fault that caused it;
  * - dead messages (only where maxAttempts is finite; any in a strict outbox is a violation),
- *   and whether their lastError was truncated and its password redacted.
+ *   and whether their lastError was truncated and its password redacted;
+ * - the operator's decisions on parked messages (discarded, revived); a discarded message that
+ *   reached the destination is a violation.
  */
-import { readFileSync, readdirSync } from 'node:fs';
+import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { Kafka, logLevel } from 'kafkajs';
-import { DLQ_MAX_ATTEMPTS, LEASE_TIMEOUT, MAX_ERROR_LENGTH, type OutboxMode } from './config.js';
+import {
+  DLQ_MAX_ATTEMPTS,
+  LEASE_TIMEOUT,
+  MAX_ERROR_LENGTH,
+  OPERATOR_LOG,
+  type OperatorAction,
+  type OutboxMode,
+} from './config.js';
 import type { FaultKind } from './faults.js';
 
 export interface FaultRecord {
@@ -41,7 +50,8 @@ export interface Delivery {
 
 export interface OutboxReport {
   outbox: string;
-  mode: 'strict' | 'dead-letter';
+  /** 'parked': dead-letter with `onDead: 'park'`, whose dead messages the operator decides. */
+  mode: 'strict' | 'dead-letter' | 'parked';
   notify: boolean;
   destination: 'table' | 'kafka';
   committed: number;
@@ -59,6 +69,11 @@ export interface OutboxReport {
   dead: number;
   deadPoison: number;
   deadOther: number;
+  /** Parked messages the operator discarded, and revived with retryDead. */
+  discarded: number;
+  revived: number;
+  /** Discarded messages that reached the destination: must be 0. */
+  discardedDelivered: number;
   pendingAtEnd: number;
   lastErrorTooLong: number;
   secretLeaked: number;
@@ -97,6 +112,7 @@ export async function check(input: CheckInput): Promise<CheckResult> {
   await sink.connect();
   try {
     const rolledBack = readRolledBack(input.runDir);
+    const operator = readOperator(input.runDir);
     const events = readEvents(input.runDir);
     const leftovers = (
       await app.query<{
@@ -130,7 +146,16 @@ export async function check(input: CheckInput): Promise<CheckResult> {
       ).rows;
       const deliveries =
         (mode.destination === 'kafka' ? kafkaDeliveries.get(mode.name) : sinkDeliveries.get(mode.name)) ?? [];
-      const report = checkOutbox(mode, published, deliveries, rolledBack, leftovers, input.faults, events);
+      const report = checkOutbox(
+        mode,
+        published,
+        deliveries,
+        rolledBack,
+        operator.filter((a) => a.outbox === mode.name),
+        leftovers,
+        input.faults,
+        events,
+      );
       truthGaps += countTruthGaps(published);
       reports.push(report);
     }
@@ -154,6 +179,15 @@ function readRolledBack(runDir: string): Set<number> {
     }
   }
   return ids;
+}
+
+function readOperator(runDir: string): OperatorAction[] {
+  const file = join(runDir, OPERATOR_LOG);
+  if (!existsSync(file)) return [];
+  return readFileSync(file, 'utf8')
+    .split('\n')
+    .filter((line) => line.trim())
+    .map((line) => JSON.parse(line) as OperatorAction);
 }
 
 function readEvents(runDir: string): NodeEvent[] {
@@ -306,6 +340,7 @@ function checkOutbox(
   }>,
   deliveries: readonly Delivery[],
   rolledBack: ReadonlySet<number>,
+  operator: readonly OperatorAction[],
   leftovers: ReadonlyArray<{
     id: string;
     outbox: string;
@@ -319,7 +354,12 @@ function checkOutbox(
 ): OutboxReport {
   const committed = new Map(published.map((p) => [Number(p.message_id), p]));
   const report: OutboxReport = {
-    ...emptyReport(mode.name, mode.strict ? 'strict' : 'dead-letter', mode.notify, mode.destination),
+    ...emptyReport(
+      mode.name,
+      mode.strict ? 'strict' : mode.onDead === 'park' ? 'parked' : 'dead-letter',
+      mode.notify,
+      mode.destination,
+    ),
     committed: committed.size,
   };
   const example = (text: string): void => {
@@ -393,8 +433,16 @@ function checkOutbox(
     if ((row.error_length ?? 0) > MAX_ERROR_LENGTH) report.lastErrorTooLong += 1;
     if (row.leaked) report.secretLeaked += 1;
   }
+  const discarded = new Set(operator.filter((a) => a.action === 'discard').map((a) => a.id));
+  report.discarded = discarded.size;
+  report.revived = operator.filter((a) => a.action === 'retry').length;
+  for (const id of discarded) {
+    if (!previous.has(id)) continue;
+    report.discardedDelivered += 1;
+    example(`message ${id} was discarded by the operator and reached the destination`);
+  }
   for (const [id, truth] of committed) {
-    if (previous.has(id) || dead.has(id)) continue;
+    if (previous.has(id) || dead.has(id) || discarded.has(id)) continue;
     report.lost += 1;
     example(`message ${id} (group ${truth.group_key}) was committed and never delivered`);
   }
@@ -479,6 +527,9 @@ function emptyReport(
     dead: 0,
     deadPoison: 0,
     deadOther: 0,
+    discarded: 0,
+    revived: 0,
+    discardedDelivered: 0,
     pendingAtEnd: 0,
     lastErrorTooLong: 0,
     secretLeaked: 0,
@@ -516,6 +567,7 @@ export function violations(result: CheckResult): string[] {
     say(r.pendingAtEnd, 'still pending after the drain');
     say(r.lastErrorTooLong, `lastError longer than maxErrorLength (${MAX_ERROR_LENGTH})`);
     say(r.secretLeaked, 'lastError with the password of a connection string');
+    say(r.discardedDelivered, 'discarded by the operator, yet delivered');
     if (r.mode === 'strict') say(r.dead, 'dead in a strict outbox');
     if (r.committed === 0) found.push(`${r.outbox}: nothing committed, nothing proved`);
     if (r.rolledBack > 0) found.push(`${r.outbox}: ${r.rolledBack} rolled-back ids appear as committed`);

@@ -20,18 +20,37 @@ export interface OutboxMode {
   readonly notify: boolean;
   /** Share of the messages published into it. */
   readonly weight: number;
+  /**
+   * 'park': a dead message holds its group until the harness's operator decides (see `operate`
+   * in run.ts): a poison message is discarded, any other revived with retryDead.
+   */
+  readonly onDead?: 'park';
 }
 
-/** One outbox per combination: strict and dead-letter, notify on and off; Kafka when it answers. */
+/**
+ * One outbox per combination: strict and dead-letter, notify on and off, dead messages parked;
+ * Kafka when it answers.
+ */
 export const OUTBOX_MODES: readonly OutboxMode[] = [
   { name: 'strict_notify', destination: 'table', strict: true, notify: true, weight: 3 },
   { name: 'strict_poll', destination: 'table', strict: true, notify: false, weight: 2 },
   { name: 'dlq_notify', destination: 'table', strict: false, notify: true, weight: 2 },
   { name: 'dlq_poll', destination: 'table', strict: false, notify: false, weight: 2 },
+  { name: 'park_notify', destination: 'table', strict: false, notify: true, weight: 2, onDead: 'park' },
   { name: 'kafka_strict', destination: 'kafka', strict: true, notify: true, weight: 2 },
 ];
 
 export const DLQ_MAX_ATTEMPTS = 8;
+
+/** The operator's decisions, one JSON line each (`{ action, outbox, id, at }`), in the run directory. */
+export const OPERATOR_LOG = 'operator.jsonl';
+
+export interface OperatorAction {
+  action: 'discard' | 'retry';
+  outbox: string;
+  id: number;
+  at: number;
+}
 
 export function activeModes(kafka: boolean): OutboxMode[] {
   return OUTBOX_MODES.filter((m) => kafka || m.destination !== 'kafka');
@@ -46,6 +65,7 @@ export function outboxOptions(mode: OutboxMode): OutboxOptions {
     pollInterval: mode.notify ? 1000 : 200,
     notify: mode.notify,
     maxAttempts: mode.strict ? Infinity : DLQ_MAX_ATTEMPTS,
+    onDead: mode.onDead ?? 'continue',
     backoff: { min: 100, max: 2000 },
     deliveryTimeout: 15_000,
     // The final check compares counts()'s tallies with the rows: as the statements wrote them, never

@@ -46,6 +46,7 @@ const ROWS: Array<[string, (r: OutboxReport) => string | number]> = [
   ['duplicates', (r) => r.duplicates],
   ['dead (maxAttempts reached)', (r) => r.dead],
   ['  of which poison', (r) => r.deadPoison],
+  ['discarded / revived by the operator', (r) => `${r.discarded} / ${r.revived}`],
   ['pending after the drain', (r) => r.pendingAtEnd],
   ['lastError over limit / with a password', (r) => `${r.lastErrorTooLong} / ${r.secretLeaked}`],
 ];

@@ -33,13 +33,16 @@ import { check, violations, type FaultRecord } from './checker.js';
 import {
   GROUPS_PER_OUTBOX,
   INSTANCE_NAME,
+  OPERATOR_LOG,
   OUTBOX_TABLE,
   STOP_BOUND,
   activeModes,
   groupKey,
   outboxOptions,
+  type ChaosPayload,
   type ChildEnvironment,
   type ControlMessage,
+  type OperatorAction,
 } from './config.js';
 import { FAULT_DESCRIPTIONS, faultSchedule, type ScheduledFault } from './faults.js';
 import { FaultProxy } from './fault-proxy.js';
@@ -525,6 +528,56 @@ async function status(): Promise<string> {
   }
 }
 
+// ---------------------------------------------------------------------------------------------
+// The operator: decides about the dead messages of the outboxes that park them, as a person on
+// call would, while relays drain and faults play: a poison message is discarded (the messages
+// its group held go out after it, in order), any other is revived with retryDead. It runs until
+// the outbox has drained, since a parked group holds its later messages until then.
+
+const operatorRandom = random(seed + 1);
+let operating = true;
+
+async function operate(): Promise<void> {
+  const parking = modes.filter((m) => m.onDead === 'park');
+  if (parking.length === 0) return;
+  const pool = new pg.Pool({ connectionString: appUrl, max: 2 });
+  pool.on('error', () => undefined); // a connection cut by a fault: the next call reconnects
+  const operator = new Outboxer({
+    database: nodePostgres(pool),
+    name: INSTANCE_NAME,
+    relay: false,
+    outboxes: Object.fromEntries(parking.map((m) => [m.name, outboxOptions(m)])),
+  });
+  try {
+    while (operating) {
+      await sleep(operatorRandom.int(300, 1500));
+      for (const mode of parking) {
+        try {
+          for (const message of await operator.listDead(mode.name, { limit: 100 })) {
+            const poison = (message.payload as ChaosPayload).poison === true;
+            const done = poison
+              ? await operator.discard(mode.name, [message.id])
+              : await operator.retryDead(mode.name, { ids: [message.id] });
+            if (done === 0) continue;
+            const action: OperatorAction = {
+              action: poison ? 'discard' : 'retry',
+              outbox: mode.name,
+              id: message.id,
+              at: Date.now(),
+            };
+            appendFileSync(join(runDir, OPERATOR_LOG), JSON.stringify(action) + '\n');
+          }
+        } catch {
+          // The database is down, restarting or frozen: decide at the next round.
+        }
+      }
+    }
+  } finally {
+    await pool.end().catch(() => undefined);
+  }
+}
+
+const operating$ = operate();
 const phaseStart = Date.now();
 const statusTimer = setInterval(() => void status().then(log), seconds <= 120 ? 10_000 : 30_000);
 for (const fault of schedule) {
@@ -575,6 +628,8 @@ while (Date.now() - publishersStopped < drainTimeout) {
   await sleep(250);
 }
 clearInterval(statusTimer);
+operating = false;
+await operating$;
 log(drainedAt === undefined ? `NOT DRAINED after ${drainTimeout / 1000} s (${await status()})` : `drained`);
 const tallyDrift = await tallyDriftOf(appUrl);
 log(tallyDrift.length === 0 ? 'counts(): the tallies equal the rows' : `counts(): ${tallyDrift.join('; ')}`);
