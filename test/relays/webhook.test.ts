@@ -1,6 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
+import v8 from 'node:v8';
+import vm from 'node:vm';
 import { afterAll, afterEach, beforeAll, describe, expect, test } from 'vitest';
 import {
   DeliveryError,
@@ -85,6 +87,11 @@ class Receiver {
       this.server.listen(port, '127.0.0.1', () => resolve());
     });
     this.port = (this.server.address() as AddressInfo).port;
+  }
+
+  /** Connections clients still hold open. */
+  openConnections(): number {
+    return this.sockets.size;
   }
 
   /** Stops answering: the port refuses connections until {@link restart}. */
@@ -651,6 +658,35 @@ describe('webhook relay', () => {
       );
       expect(Date.now() - started).toBeLessThan(3000);
       expect(error.message).toContain('HTTP 500');
+    });
+
+    test('the timeout holds through garbage collections while a body never ends, and the connection is closed', async () => {
+      // fetch, AbortSignal.timeout() and AbortSignal.any() hold their signals weakly: with a
+      // collection mid-body, the relay used to wait for that body for good.
+      v8.setFlagsFromString('--expose-gc');
+      const gc = vm.runInNewContext('gc') as () => void;
+      receiver.reply = (_hit, res) => {
+        res.writeHead(500);
+        res.write('partial');
+      };
+      const collecting = setInterval(gc, 20);
+      try {
+        for (let round = 0; round < 3; round += 1) {
+          const started = Date.now();
+          const error = errorOf(
+            (await deliver(webhookRelay({ url: receiver.url(), timeout: 300 }), [envelope()]))[0],
+          );
+          expect(Date.now() - started).toBeLessThan(3000);
+          expect(error.message).toContain('HTTP 500');
+        }
+      } finally {
+        clearInterval(collecting);
+      }
+      await waitFor(
+        () => receiver.openConnections() === 0,
+        5_000,
+        'the relay to close the connections of the bodies it gave up on',
+      );
     });
 
     test('context.signal stops the request in flight; the unsent messages are SKIPPED (no attempt counted)', async () => {

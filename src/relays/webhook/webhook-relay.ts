@@ -67,23 +67,39 @@ async function send(
   if (options.keys.length > 0)
     webhook[WEBHOOK_HEADERS.signature] = signatureHeader(options.keys, id, timestamp, body);
   const headers = buildHeaders({ envelope, configured: options.headers, target, webhook });
-  const signal = AbortSignal.any([context.signal, AbortSignal.timeout(options.timeout)]);
-  let response;
+  // A timer and a listener of this call's own, held until it ends. AbortSignal.timeout() and
+  // AbortSignal.any() only hold their signals weakly, and so does fetch: after a garbage
+  // collection mid-body neither the timeout nor the abandonment reached the request, and a
+  // receiver that never ended its body held the batch for good.
+  const controller = new AbortController();
+  const timer = setTimeout(
+    () => controller.abort(new DOMException(`timed out after ${options.timeout} ms`, 'TimeoutError')),
+    options.timeout,
+  );
+  const abandon = (): void => controller.abort(context.signal.reason);
+  if (context.signal.aborted) abandon();
+  else context.signal.addEventListener('abort', abandon, { once: true });
   try {
-    response = await options.fetch(target.href, {
-      method: 'POST',
-      headers,
-      body,
-      redirect: 'manual',
-      signal,
-    });
-  } catch (error) {
-    throw requestError(error, options, target, context);
+    let response;
+    try {
+      response = await options.fetch(target.href, {
+        method: 'POST',
+        headers,
+        body,
+        redirect: 'manual',
+        signal: controller.signal,
+      });
+    } catch (error) {
+      throw requestError(error, options, target, context);
+    }
+    // Read (a little of) the body in every case: it lets the connection be reused, and says why.
+    const snippet = await readSnippet(response.body, controller.signal);
+    if (classifyStatus(response.status, options.retryStatuses) === 'delivered') return;
+    throw responseError(response, snippet, target, options);
+  } finally {
+    clearTimeout(timer);
+    context.signal.removeEventListener('abort', abandon);
   }
-  // Read (a little of) the body in every case: it lets the connection be reused, and says why.
-  const snippet = await readSnippet(response.body);
-  if (classifyStatus(response.status, options.retryStatuses) === 'delivered') return;
-  throw responseError(response, snippet, target, options);
 }
 
 /** The message's destination. A url function that fails is a configuration problem: retryable. */

@@ -45,27 +45,71 @@ export function parseRetryAfter(
 const SNIPPET_BYTES = 4096;
 const SNIPPET_CHARS = 200;
 
+const ABORTED = Symbol('aborted');
+
 /**
  * The start of a response body as one line of text, for an error message. Reads at most 4 KiB
- * and stops (a huge error page must not be downloaded to be dropped). Never throws: a body that
- * cannot be read gives an empty snippet.
+ * and stops (a huge error page must not be downloaded to be dropped), and stops waiting when
+ * `signal` aborts: each read races it, so a body that never ends cannot hold the batch even where
+ * fetch no longer follows the signal. Never throws: a body that cannot be read gives what came.
  */
-export async function readSnippet(body: WebhookResponse['body']): Promise<string> {
+export async function readSnippet(body: WebhookResponse['body'], signal: AbortSignal): Promise<string> {
   if (body === null || body === undefined) return '';
   const chunks: Uint8Array[] = [];
   let size = 0;
+  const source = chunksOf(body);
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<typeof ABORTED>((resolve) => {
+    onAbort = () => resolve(ABORTED);
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
   try {
-    // Leaving the loop early cancels the stream, which frees (or closes) the connection.
-    for await (const chunk of body) {
-      chunks.push(chunk);
-      size += chunk.byteLength;
+    for (;;) {
+      const next = await Promise.race([source.next(), aborted]);
+      if (next === ABORTED || next.done) break;
+      chunks.push(next.value);
+      size += next.value.byteLength;
       if (size >= SNIPPET_BYTES) break;
     }
   } catch {
     // The status says what happened; a body cut short adds nothing worth failing for.
+  } finally {
+    signal.removeEventListener('abort', onAbort!);
+    // Cancelling the stream frees (or closes) the connection, and ends a read still pending.
+    source.stop();
   }
   const text = Buffer.concat(chunks).subarray(0, SNIPPET_BYTES).toString('utf8').replace(/\s+/g, ' ').trim();
   return text.length <= SNIPPET_CHARS ? text : `${text.slice(0, SNIPPET_CHARS)}…`;
+}
+
+/** A body's chunks one read at a time, and a way to stop it without waiting for a pending read. */
+function chunksOf(body: AsyncIterable<Uint8Array>): {
+  next(): Promise<IteratorResult<Uint8Array>>;
+  stop(): void;
+} {
+  const ignore = (): undefined => undefined;
+  const stream = body as Partial<ReadableStream<Uint8Array>>;
+  if (typeof stream.getReader === 'function') {
+    // A web stream: a reader's cancel() ends a pending read, where an iterator's return() waits for it.
+    const reader = stream.getReader();
+    return {
+      next: () => reader.read() as Promise<IteratorResult<Uint8Array>>,
+      stop: () => void reader.cancel().catch(ignore),
+    };
+  }
+  const iterator = body[Symbol.asyncIterator]();
+  return {
+    next: () => {
+      const read = iterator.next();
+      read.catch(ignore); // a read left behind by an abort may still fail; nobody waits for it
+      return read;
+    },
+    stop: () => {
+      void iterator.return?.()?.catch(ignore);
+      (body as { destroy?: () => void }).destroy?.();
+    },
+  };
 }
 
 /** The error for a response that was not 2xx, scrubbed of secrets. */
