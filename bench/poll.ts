@@ -431,6 +431,18 @@ export async function pollRows(ctx: BenchContext): Promise<void> {
   await idlePruneRow(ctx);
 }
 
+/** A publish-only outbox keeping its delivered rows for an hour, on a fresh `PRUNE` table. */
+async function pruningOutboxer(pool: pg.Pool): Promise<Outboxer> {
+  await dropTables(pool, PRUNE);
+  const outboxer = new Outboxer({
+    database: nodePostgres(pool),
+    relay: false,
+    outboxes: { bench: { table: PRUNE, retention: { keep: 3600 } } },
+  });
+  await outboxer.migrate();
+  return outboxer;
+}
+
 async function pruneRow(ctx: BenchContext): Promise<void> {
   const { pool, settings } = ctx;
   const count = rows(settings, 500_000, 10_000);
@@ -449,13 +461,7 @@ async function pruneRow(ctx: BenchContext): Promise<void> {
     // Both arms start from a checkpoint: the WAL of the rows before must not land on one of them.
     await pool.query('CHECKPOINT');
   };
-  await dropTables(pool, PRUNE);
-  const outboxer = new Outboxer({
-    database: nodePostgres(pool),
-    relay: false,
-    outboxes: { bench: { table: PRUNE, retention: { keep: 3600 } } },
-  });
-  await outboxer.migrate();
+  const outboxer = await pruningOutboxer(pool);
   if (settings.plans) {
     await prepare();
     const [current] = postgresDialect.prune(table(PRUNE), 'bench', 3600, 10_000);
@@ -507,13 +513,7 @@ async function pruneRow(ctx: BenchContext): Promise<void> {
 async function idlePruneRow(ctx: BenchContext): Promise<void> {
   const { pool, settings } = ctx;
   const iterations = settings.quick ? 10 : 50;
-  const outboxer = new Outboxer({
-    database: nodePostgres(pool),
-    relay: false,
-    outboxes: { bench: { table: PRUNE, retention: { keep: 3600 } } },
-  });
-  await dropTables(pool, PRUNE);
-  await outboxer.migrate();
+  const outboxer = await pruningOutboxer(pool);
   const [statement] = postgresDialect.prune(table(PRUNE), 'bench', 3600, 10_000);
   // At the client (a transaction of three round trips) and on the server, where the history kept
   // would show: the judged figure.

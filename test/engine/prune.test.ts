@@ -114,6 +114,17 @@ describe.each(fixtures)('pruning on $name', ({ name, make }) => {
     await outboxer.close();
   });
 
+  /** A publish-only outbox `orders` keeping its delivered rows for an hour, migrated. */
+  async function keepingOutboxer(table: string) {
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      relay: false,
+      outboxes: { orders: { table, retention: { keep: 3600 } } },
+    });
+    await outboxer.migrate();
+    return outboxer;
+  }
+
   /** The message table's indexes, by name. */
   async function indexesOf(table: string): Promise<string[]> {
     const rows =
@@ -172,12 +183,7 @@ describe.each(fixtures)('pruning on $name', ({ name, make }) => {
 
   test('a prune reads only the rows older than the window, however many delivered rows are kept', async () => {
     const table = `prune_range_${name}`;
-    const outboxer = new Outboxer({
-      database: fixture.database,
-      relay: false,
-      outboxes: { orders: { table, retention: { keep: 3600 } } },
-    });
-    await outboxer.migrate();
+    const outboxer = await keepingOutboxer(table);
     // 20,000 delivered rows inside the window and none older: the steady state of an outbox that
     // keeps what it delivered. Before, each prune walked all of them to find nothing.
     if (fixture.kind === 'postgres') {
@@ -216,12 +222,7 @@ describe.each(fixtures)('pruning on $name', ({ name, make }) => {
 
   test("migrate() replaces the earlier (outbox, id) index of delivered rows with the range's", async () => {
     const table = `prune_upgrade_${name}`;
-    const outboxer = new Outboxer({
-      database: fixture.database,
-      relay: false,
-      outboxes: { orders: { table, retention: { keep: 3600 } } },
-    });
-    await outboxer.migrate();
+    const outboxer = await keepingOutboxer(table);
     // A table migrated by an earlier version: its index of delivered rows was on (outbox, id).
     await fixture.query(`DROP INDEX "${table}_delivered_at"`);
     await fixture.query(`CREATE INDEX "${table}_delivered" ON "${table}" (outbox, id) WHERE status = 4`);

@@ -100,11 +100,8 @@ function chunksOf(body: AsyncIterable<Uint8Array>): {
   }
   const iterator = body[Symbol.asyncIterator]();
   return {
-    next: () => {
-      const read = iterator.next();
-      read.catch(ignore); // a read left behind by an abort may still fail; nobody waits for it
-      return read;
-    },
+    // A read left behind by an abort may still fail: Promise.race in readSnippet has handled it.
+    next: () => iterator.next(),
     stop: () => {
       void iterator.return?.()?.catch(ignore);
       (body as { destroy?: () => void }).destroy?.();
