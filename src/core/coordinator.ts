@@ -2,7 +2,7 @@ import type { LeaseToken } from './database.js';
 import { describeError } from './errors.js';
 import { hashGroupKey } from './partitioning.js';
 import { settlesWithin } from './timing.js';
-import { TallyUpkeep } from './tally-upkeep.js';
+import { upkeepTallies } from './tally-upkeep.js';
 import { channels, emit } from './telemetry.js';
 import { backgroundFailure, PartitionWorker, type WorkerDeps } from './worker.js';
 
@@ -18,17 +18,15 @@ export class OutboxCoordinator {
   private timer: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private stopped = false;
-  private pruning: Promise<unknown> | undefined;
+  /** Pruning and the tallies' upkeep, one after the other: the node's one housekeeping connection. */
+  private housekeeping: Promise<void> | undefined;
   private lastPrune = 0;
-  private readonly tallies: TallyUpkeep;
 
   constructor(
     private readonly deps: WorkerDeps,
     private readonly nodeId: string,
     private readonly prune: () => Promise<unknown>,
-  ) {
-    this.tallies = new TallyUpkeep(deps);
-  }
+  ) {}
 
   async start(): Promise<void> {
     await this.tick();
@@ -83,8 +81,9 @@ export class OutboxCoordinator {
       await this.acquire(partition);
     }
     if (!this.workers.has(0)) return;
-    if (outbox.retention !== 'delete') this.pruneWhenDue();
-    this.tallies.run();
+    this.housekeeping ??= this.housekeep().finally(() => {
+      this.housekeeping = undefined;
+    });
   }
 
   /** Each node tries partitions from its own starting point, so nodes do not all race for partition 0. */
@@ -141,20 +140,27 @@ export class OutboxCoordinator {
     }));
   }
 
-  private pruneWhenDue(): void {
-    const interval = this.deps.outbox.pruneInterval;
-    if (this.pruning !== undefined || Date.now() - this.lastPrune < interval) return;
-    this.lastPrune = Date.now();
-    this.pruning = this.prune()
-      .catch((error: unknown) => {
-        this.deps.logger.error('outboxer: prune failed', {
-          outbox: this.deps.outbox.name,
+  /**
+   * Runs on the node holding partition 0, in the background of the coordination (a long prune must
+   * not hold up heartbeats), but never two statements at once: one pooled connection at most.
+   */
+  private async housekeep(): Promise<void> {
+    const { outbox, logger } = this.deps;
+    if (outbox.retention !== 'delete' && Date.now() - this.lastPrune >= outbox.pruneInterval) {
+      this.lastPrune = Date.now();
+      await this.prune().catch((error: unknown) => {
+        logger.error('outboxer: prune failed', {
+          outbox: outbox.name,
           error: describeError(backgroundFailure(this.deps, error), 500),
         });
-      })
-      .finally(() => {
-        this.pruning = undefined;
       });
+    }
+    await upkeepTallies(this.deps).catch((error: unknown) => {
+      logger.error('outboxer: upkeep of the counts() tallies failed; retrying', {
+        outbox: outbox.name,
+        error: describeError(backgroundFailure(this.deps, error), 500),
+      });
+    });
   }
 
   /**
@@ -172,8 +178,7 @@ export class OutboxCoordinator {
       for (const worker of workers) worker.abort();
       await settlesWithin(finished, 1000);
     }
-    await this.pruning;
-    await this.tallies.stop();
+    await this.housekeeping;
     const { adapter, outbox } = this.deps;
     try {
       for (const worker of workers) {

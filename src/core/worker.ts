@@ -205,7 +205,7 @@ async function roundOf(
   const batch = await decode(deps, chosen);
   // A large batch: let the loop breathe between decoding it, the relay's work and the settle.
   if (batch.length > DECODE_SLICE) await yieldToLoop();
-  const settlement = await deliver(deps, options, batch);
+  const settlement = await deliver(deps, options, batch, database.done);
   const concurrent = await database.settled();
   if (!concurrent.leaseHeld) return { idle: false, full, leaseLost: true, settlement };
   if (settlement === undefined) return { idle: false, full, leaseLost: false, settlement };
@@ -328,12 +328,13 @@ async function databaseWork(
  * A promise awaited only after the relay's work: marked as handled at once, so that a failure
  * meanwhile is not reported as unhandled, and rethrown when awaited.
  */
-function watchFailure<T>(promise: Promise<T>): { settled(): Promise<T> } {
+function watchFailure<T>(promise: Promise<T>): { done: Promise<unknown>; settled(): Promise<T> } {
   const outcome = promise.then(
     (value) => ({ value }),
     (error: unknown) => ({ error }),
   );
   return {
+    done: outcome,
     async settled() {
       const result = await outcome;
       if ('error' in result) throw result.error;
@@ -417,6 +418,7 @@ async function deliver(
   deps: WorkerDeps,
   options: RoundOptions,
   batch: PolledEnvelope[],
+  databaseWork: Promise<unknown>,
 ): Promise<Settlement | undefined> {
   const { outbox, relay } = deps;
   const started = performance.now();
@@ -428,7 +430,7 @@ async function deliver(
     messages: batch.map(publicEnvelope),
   }));
 
-  const keeper = keepLeaseDuringDelivery(deps, options.lease);
+  const keeper = keepLeaseDuringDelivery(deps, options.lease, databaseWork);
   const signal = AbortSignal.any([options.signal, keeper.signal]);
   let result: { returned: readonly DeliveryOutcome[] | void } | { thrown: unknown };
   try {
@@ -477,14 +479,17 @@ async function deliver(
  * Renews the lease every `leaseTimeout / 3` while the relay works, for at most the outbox's
  * `deliveryTimeout`. The returned signal aborts when that time is up (the renewals stop, so a hung
  * relay loses its partition a lease period later) or when a renewal finds the partition taken.
+ * The first renewal waits for the statement the round runs during delivery (a few milliseconds), so
+ * that a partition never holds two pooled connections at once.
  */
 function keepLeaseDuringDelivery(
   deps: WorkerDeps,
   lease: LeaseToken,
+  databaseWork: Promise<unknown>,
 ): { signal: AbortSignal; stop(): Promise<void> } {
   const { adapter, outbox, leaseTimeout } = deps;
   const controller = new AbortController();
-  let renewing = Promise.resolve();
+  let renewing: Promise<void> = databaseWork.then(() => undefined);
   const renew = () => {
     renewing = renewing.then(async () => {
       try {
