@@ -1,7 +1,7 @@
 import { OutboxerError } from '../../core/errors.js';
 import type { Envelope } from '../../core/relay.js';
 import { decodeSecret, SECRET_BYTES, secretRequirement } from './webhook-signature.js';
-import { FRAMING_HEADERS, headerProblem, parseTarget, type Target } from './webhook-request.js';
+import { FRAMING_HEADERS, headerProblem, maySecret, parseTarget, type Target } from './webhook-request.js';
 
 /** The request the relay hands to `fetch`: plain values that every fetch implementation takes. */
 export interface WebhookRequestInit {
@@ -230,6 +230,17 @@ function resolveSecrets(secret: unknown, sensitive: string[]): Buffer[] {
   });
 }
 
+// Headers that describe the request and never carry a credential: scrubbing their values would
+// turn every "application/json" in a receiver's answer into "***".
+const DESCRIPTIVE_HEADERS: ReadonlySet<string> = new Set([
+  'accept',
+  'accept-encoding',
+  'accept-language',
+  'content-language',
+  'content-type',
+  'user-agent',
+]);
+
 function resolveHeaders(headers: unknown, sensitive: string[]): Map<string, string> {
   const resolved = new Map<string, string>();
   if (headers === undefined) return resolved;
@@ -250,7 +261,7 @@ function resolveHeaders(headers: unknown, sensitive: string[]): Map<string, stri
     }
     resolved.set(lower, value.trim());
     // Header values are often tokens; short ones are left alone so that "json" or "1" stay readable.
-    if (value.trim().length >= 8) sensitive.push(value.trim());
+    if (!DESCRIPTIVE_HEADERS.has(lower) && maySecret(value.trim())) sensitive.push(value.trim());
   }
   return resolved;
 }

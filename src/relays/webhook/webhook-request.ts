@@ -15,6 +15,23 @@ export interface Target {
   readonly sensitive: readonly string[];
 }
 
+/**
+ * Shortest value treated as a secret when it may just as well be a plain word (a header value, a
+ * query value, a URL's user name): scrubbing "user" or "json" would turn `user-agent` into
+ * `***-agent` in every message. Passwords and signing secrets are secret down to
+ * {@link MIN_SCRUBBED} characters.
+ */
+const MIN_SECRET_LENGTH = 8;
+
+/** A value that may be a token, judged by its length alone. */
+export function maySecret(value: string): boolean {
+  return value.length >= MIN_SECRET_LENGTH;
+}
+
+// Below this, a "secret" is a few letters that occur in ordinary words: scrubbing them, or
+// redacting that many letters at the end of a text, would hide more than it protects.
+const MIN_SCRUBBED = 4;
+
 /** Parses an http(s) URL, or returns what is wrong with it (without echoing it: it may hold secrets). */
 export function parseTarget(value: string | URL): Target | string {
   let url: URL;
@@ -28,20 +45,23 @@ export function parseTarget(value: string | URL): Target | string {
     return 'a URL whose scheme is not http: or https: (not shown)';
   const display = `${url.origin}${url.pathname}${url.search === '' ? '' : '?…'}`;
   // Query values are often tokens; a receiver that echoes the request must not leak them either.
-  const sensitive = [...url.searchParams.values(), url.search.slice(1)];
+  const query = url.search.slice(1);
+  const raw = query.split('&').map((pair) => pair.slice(pair.indexOf('=') + 1));
+  const sensitive = [...url.searchParams.values(), ...raw, query].filter(maySecret);
   let authorization: string | undefined;
   if (url.username !== '' || url.password !== '') {
     const username = safeDecode(url.username);
     const password = safeDecode(url.password);
     const token = Buffer.from(`${username}:${password}`, 'utf8').toString('base64');
     authorization = `Basic ${token}`;
-    // A user name alone is often the token itself (https://TOKEN@host/): it is as secret as a password.
-    sensitive.push(username, password, url.username, url.password, token);
+    // A user name alone is often the token itself (https://TOKEN@host/): it is as secret as a
+    // password, once it is long enough to be a token rather than a name such as "user".
+    sensitive.push(...[username, url.username].filter(maySecret));
+    sensitive.push(...[password, url.password, token].filter((s) => s.length >= MIN_SCRUBBED));
     url.username = '';
     url.password = '';
   }
-  // Short values are left alone: scrubbing "1" or "en" would mangle every message.
-  return { href: url.href, display, authorization, sensitive: sensitive.filter((s) => s.length >= 4) };
+  return { href: url.href, display, authorization, sensitive: [...new Set(sensitive)] };
 }
 
 function safeDecode(text: string): string {
@@ -158,12 +178,55 @@ export function encodeBody(envelope: Envelope, body: WebhookBody): string {
 
 /**
  * Removes secrets from text bound for an error message (and so for `lastError`, logs and
- * telemetry): the given strings, and the password of any `scheme://user:password@` URL.
+ * telemetry): the given strings, in any form they may take there (see {@link secretForms}), and
+ * the password of any `scheme://user:password@` URL.
  */
 export function scrub(text: string, sensitive: readonly string[]): string {
   let result = text;
-  // Longest first: replacing a short secret inside a longer one would leave the rest of it visible.
-  const secrets = [...new Set(sensitive)].filter((s) => s.length > 0).sort((a, b) => b.length - a.length);
-  for (const secret of secrets) result = result.split(secret).join('***');
+  for (const form of secretForms(sensitive)) result = result.split(form).join('***');
   return redactCredentials(result);
+}
+
+/**
+ * {@link scrub} for text that may stop part-way through a secret, such as a response body read
+ * only in part: the start of a secret left at its very end is redacted too. The text must be
+ * scrubbed whole before it is cut any shorter, or a secret across the cut would keep its start.
+ */
+export function scrubCut(text: string, sensitive: readonly string[]): string {
+  const result = scrub(text, sensitive);
+  let longest = 0;
+  for (const form of secretForms(sensitive)) {
+    for (let n = Math.min(form.length - 1, result.length); n > longest && n >= MIN_SCRUBBED; n--) {
+      if (result.endsWith(form.slice(0, n))) {
+        longest = n;
+        break;
+      }
+    }
+  }
+  return longest === 0 ? result : `${result.slice(0, -longest)}***`;
+}
+
+/**
+ * Each secret as it may appear in a receiver's answer or an error: as is, JSON-escaped (a JSON
+ * body echoing `a"b` holds `a\"b`), percent-encoded, and with its whitespace collapsed as in a
+ * one-line snippet. Longest first: replacing a short secret inside a longer one would leave the
+ * rest of the longer one visible.
+ */
+function secretForms(sensitive: readonly string[]): string[] {
+  const forms = new Set<string>();
+  for (const secret of new Set(sensitive)) {
+    for (const form of [secret, JSON.stringify(secret).slice(1, -1), percentEncoded(secret)]) {
+      forms.add(form);
+      forms.add(form.replace(/\s+/g, ' ').trim());
+    }
+  }
+  return [...forms].filter((form) => form.length >= MIN_SCRUBBED).sort((a, b) => b.length - a.length);
+}
+
+function percentEncoded(text: string): string {
+  try {
+    return encodeURIComponent(text);
+  } catch {
+    return text; // a lone surrogate: no URL could have carried it encoded
+  }
 }

@@ -1,7 +1,8 @@
 import { STATUS_CODES } from 'node:http';
+import { StringDecoder } from 'node:string_decoder';
 import { DeliveryError, PermanentError } from '../../core/errors.js';
 import type { WebhookResponse } from './webhook-options.js';
-import { scrub, type Target } from './webhook-request.js';
+import { scrub, scrubCut, type Target } from './webhook-request.js';
 
 /** What a status means for the message. */
 export type StatusClass = 'delivered' | 'redirect' | 'rejected' | 'retry';
@@ -48,7 +49,7 @@ const SNIPPET_CHARS = 200;
 const ABORTED = Symbol('aborted');
 
 /**
- * The start of a response body as one line of text, for an error message. Reads at most 4 KiB
+ * The start of a response body as text, for {@link responseError} to scrub and cut. Reads at most 4 KiB
  * and stops (a huge error page must not be downloaded to be dropped), and stops waiting when
  * `signal` aborts: each read races it, so a body that never ends cannot hold the batch even where
  * fetch no longer follows the signal. Never throws: a body that cannot be read gives what came.
@@ -79,8 +80,22 @@ export async function readSnippet(body: WebhookResponse['body'], signal: AbortSi
     // Cancelling the stream frees (or closes) the connection, and ends a read still pending.
     source.stop();
   }
-  const text = Buffer.concat(chunks).subarray(0, SNIPPET_BYTES).toString('utf8').replace(/\s+/g, ' ').trim();
-  return text.length <= SNIPPET_CHARS ? text : `${text.slice(0, SNIPPET_CHARS)}…`;
+  // A character cut at the 4 KiB mark is left out rather than turned into U+FFFD: a secret's start
+  // just before it must still end the text, for scrubCut to find it.
+  return new StringDecoder('utf8').write(Buffer.concat(chunks).subarray(0, SNIPPET_BYTES));
+}
+
+/**
+ * The body text as one line of at most 200 characters. Scrubbed before it is cut (a secret across
+ * the cut would keep its start) and before it is JSON-escaped by the caller (the escaped form of a
+ * secret holding `"` or `\` no longer matches it).
+ */
+export function bodySnippet(text: string, sensitive: readonly string[]): string {
+  const line = scrubCut(text.replace(/\s+/g, ' ').trim(), sensitive);
+  if (line.length <= SNIPPET_CHARS) return line;
+  // Never split a surrogate pair: JSON.stringify would show the half left over as an escape.
+  const cut = /[\uD800-\uDBFF]/.test(line.charAt(SNIPPET_CHARS - 1)) ? SNIPPET_CHARS - 1 : SNIPPET_CHARS;
+  return `${line.slice(0, cut)}…`;
 }
 
 /** A body's chunks one read at a time, and a way to stop it without waiting for a pending read. */
@@ -109,17 +124,20 @@ function chunksOf(body: AsyncIterable<Uint8Array>): {
   };
 }
 
-/** The error for a response that was not 2xx, scrubbed of secrets. */
+/** The error for a response that was not 2xx, scrubbed of secrets. `text` is what {@link readSnippet} read. */
 export function responseError(
   response: WebhookResponse,
-  snippet: string,
+  text: string,
   target: Target,
   options: { retryStatuses: ReadonlySet<number>; maxRetryAfter: number; sensitive: readonly string[] },
 ): DeliveryError {
+  const sensitive = [...options.sensitive, ...target.sensitive];
   const status = `HTTP ${response.status}${statusText(response)}`;
+  const snippet = bodySnippet(text, sensitive);
   const body = snippet === '' ? '' : `: ${JSON.stringify(snippet)}`;
   const kind = classifyStatus(response.status, options.retryStatuses);
-  const safe = (text: string) => scrub(text, [...options.sensitive, ...target.sensitive]);
+  // The whole message once more: the status text and the Location come from the receiver too.
+  const safe = (message: string) => scrub(message, sensitive);
   if (kind === 'redirect') {
     const location = response.headers.get('location');
     const to = location === null ? '' : ` to ${describeLocation(location, target)}`;
