@@ -1,4 +1,8 @@
 import { parseArgs } from 'node:util';
+import { isOutboxerError } from '../core/errors.js';
+import { parseTableName } from '../core/identifiers.js';
+import { MAX_LIST_LIMIT } from '../core/limits.js';
+import { MAX_KEEP_SECONDS } from '../core/options.js';
 import { UsageError } from './usage-error.js';
 
 export const COMMANDS = [
@@ -119,10 +123,12 @@ export function parseCommandLine(argv: readonly string[]): CliOptions {
       'prune needs --older-than <duration>, the retention window: e.g. --older-than 7d (0 deletes every delivered message).',
     );
   }
+  const table = values.table ?? 'outboxer_messages';
+  checkTableName(table, values.schema);
   return {
     command,
     url: values.url,
-    table: values.table ?? 'outboxer_messages',
+    table,
     schema: values.schema,
     outbox: values.outbox,
     partitions:
@@ -130,7 +136,7 @@ export function parseCommandLine(argv: readonly string[]): CliOptions {
     onDead: onDead(values['on-dead']),
     json: values.json ?? false,
     yes: values.yes ?? false,
-    limit: values.limit === undefined ? 100 : positiveInteger('--limit', values.limit, 100_000),
+    limit: values.limit === undefined ? 100 : positiveInteger('--limit', values.limit, MAX_LIST_LIMIT),
     dead: values.dead ?? false,
     olderThan: values['older-than'] === undefined ? undefined : parseDuration(values['older-than']),
     upTo:
@@ -173,6 +179,16 @@ function checkCommand(name: string | undefined): Command {
   );
 }
 
+/** `--table` and `--schema` become SQL identifiers: refused here, before any connection, unless plain. */
+function checkTableName(table: string, schema: string | undefined): void {
+  try {
+    parseTableName(table, '--table', schema, '--schema');
+  } catch (error) {
+    if (isOutboxerError(error)) throw new UsageError(error.message);
+    throw error;
+  }
+}
+
 function positiveInteger(option: string, text: string, max: number): number {
   if (!/^\d+$/.test(text) || Number(text) < 1 || Number(text) > max) {
     throw new UsageError(`${option} must be an integer from 1 to ${max}; got ${JSON.stringify(text)}.`);
@@ -201,7 +217,13 @@ export function parseDuration(text: string): number {
       `--older-than must be a duration such as 30s, 15m, 12h or 7d; got ${JSON.stringify(text)}.`,
     );
   }
-  return Number(match[1]) * UNITS[match[2] ?? 's']!;
+  const seconds = Number(match[1]) * UNITS[match[2] ?? 's']!;
+  if (seconds > MAX_KEEP_SECONDS) {
+    throw new UsageError(
+      `--older-than must be at most ${MAX_KEEP_SECONDS} seconds (100 years); got ${JSON.stringify(text)}.`,
+    );
+  }
+  return seconds;
 }
 
 function onDead(value: string | undefined): 'auto' | 'continue' | 'park' {

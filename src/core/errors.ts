@@ -21,6 +21,7 @@ export const ERROR_CODES = [
   'RELAY_MISCONFIGURED',
   'DATABASE_UNSUPPORTED',
   'SCHEMA_MISSING',
+  'BATCH_TOO_LARGE',
 ] as const;
 
 export type ErrorCode = (typeof ERROR_CODES)[number];

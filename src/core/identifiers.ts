@@ -25,13 +25,19 @@ export function validateIdentifier(value: unknown, option: string, pattern: RegE
 // Shorter than an identifier: the companion tables and indexes append up to 15 characters.
 const TABLE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,47}$/;
 
+/**
+ * Splits `name` or `schema.name` and validates both parts. `defaultSchema` (the instance's `schema`
+ * option, the CLI's `--schema`) is validated here too, under `schemaOption`: every path that builds
+ * a table name from text goes through this function, so none can skip the check.
+ */
 export function parseTableName(
   value: unknown,
   option: string,
-  defaultSchema: string | undefined,
+  defaultSchema: unknown,
+  schemaOption = 'schema',
 ): QualifiedName {
-  if (typeof value !== 'string')
-    return { schema: undefined, name: validateIdentifier(value, option, TABLE_NAME) };
+  const schema = defaultSchema === undefined ? undefined : validateIdentifier(defaultSchema, schemaOption);
+  if (typeof value !== 'string') return { schema, name: validateIdentifier(value, option, TABLE_NAME) };
   const parts = value.split('.');
   if (parts.length === 2) {
     return {
@@ -39,7 +45,7 @@ export function parseTableName(
       name: validateIdentifier(parts[1], option, TABLE_NAME),
     };
   }
-  return { schema: defaultSchema, name: validateIdentifier(value, option, TABLE_NAME) };
+  return { schema, name: validateIdentifier(value, option, TABLE_NAME) };
 }
 
 /** A companion table (`<table>_leases`, …) in the same schema. */
@@ -47,9 +53,28 @@ export function companion(table: QualifiedName, suffix: string): QualifiedName {
   return { schema: table.schema, name: `${table.name}_${suffix}` };
 }
 
-/** `"schema"."name"`: safe because both parts passed {@link validateIdentifier}. */
+/**
+ * `"schema"."name"`. Both parts are checked again here, whatever built the name: this is the one
+ * place a name becomes SQL text, so a name that skipped {@link parseTableName} still cannot carry SQL.
+ */
 export function quoteName(table: QualifiedName): string {
-  return table.schema === undefined ? `"${table.name}"` : `"${table.schema}"."${table.name}"`;
+  const { schema, name } = checkedName(table);
+  return schema === undefined ? `"${name}"` : `"${schema}"."${name}"`;
+}
+
+/** The name itself, once both parts are checked: for DDL that quotes the parts separately. */
+export function checkedName(table: QualifiedName): QualifiedName {
+  quotable(table.name, 'table');
+  if (table.schema !== undefined) quotable(table.schema, 'schema');
+  return table;
+}
+
+function quotable(part: unknown, what: string): string {
+  if (typeof part === 'string' && SQL_IDENTIFIER.test(part)) return part;
+  throw new OutboxerError(
+    'INVALID_IDENTIFIER',
+    `Refusing to quote the ${what} name ${JSON.stringify(part)}: names are letters, digits and underscores, starting with a letter or underscore, at most 63 characters.`,
+  );
 }
 
 export function sameTable(a: QualifiedName, b: QualifiedName): boolean {

@@ -201,6 +201,10 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
 }
 
 const MAX_MS = 2 ** 31 - 1; // the largest delay setTimeout honours
+/** Longest retention: the prune's cutoff, now minus this, must stay a date both databases can hold. */
+export const MAX_KEEP_SECONDS = 100 * 365 * 86_400;
+/** Largest payload: one value has to fit a driver's parameter and a JSON string with room to spare. */
+export const MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
 
 export function resolveOutbox(
   name: string,
@@ -254,7 +258,13 @@ export function resolveOutbox(
     table: parseTableName(raw.table ?? 'outboxer_messages', `${path}.table`, instance.schema),
     notify: booleanOption(`${path}.notify`, raw.notify, false),
     serializeWrites: booleanOption(`${path}.serializeWrites`, raw.serializeWrites, false),
-    maxPayloadBytes: integerOption(`${path}.maxPayloadBytes`, raw.maxPayloadBytes, 262_144, 1, 1_073_741_824),
+    maxPayloadBytes: integerOption(
+      `${path}.maxPayloadBytes`,
+      raw.maxPayloadBytes,
+      262_144,
+      1,
+      MAX_PAYLOAD_BYTES,
+    ),
     reconfigure: resolveReconfigure(`${path}.reconfigure`, raw.reconfigure),
   });
 }
@@ -298,8 +308,12 @@ function resolveRetention(path: string, value: unknown): 'delete' | { keep: numb
   if (isPlainObject(value)) {
     rejectUnknownKeys(path, value, ['keep']);
     const keep = value.keep;
-    if (typeof keep === 'number' && Number.isFinite(keep) && keep >= 0) return Object.freeze({ keep });
-    throw invalidOption(`${path}.keep`, 'a number of seconds, 0 or more', keep);
+    if (typeof keep === 'number' && keep >= 0 && keep <= MAX_KEEP_SECONDS) return Object.freeze({ keep });
+    throw invalidOption(
+      `${path}.keep`,
+      `a number of seconds from 0 to ${MAX_KEEP_SECONDS} (100 years)`,
+      keep,
+    );
   }
   throw invalidOption(path, "'delete' or { keep: seconds }", value);
 }

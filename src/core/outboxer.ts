@@ -17,8 +17,9 @@ import type {
   SqlQuery,
 } from './database.js';
 import { encodeMessage, type PublishOptions } from './encoding.js';
-import { describeError, explainMissingSchema, OutboxerError } from './errors.js';
+import { describeError, explainMissingSchema, isOutboxerError, OutboxerError } from './errors.js';
 import { sameTable, type QualifiedName } from './identifiers.js';
+import { checkBatchBytes, checkBatchLength, checkIds, listLimit } from './limits.js';
 import { silentLogger, type Logger } from './logger.js';
 import { isMessage, type Message } from './message.js';
 import {
@@ -236,7 +237,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     return this.mapResult(this.insert(tx, [input]), (ids) => ids[0]!);
   }
 
-  /** Writes many messages in one statement per table, in the order given. Returns their ids in that order. */
+  /**
+   * Writes many messages in one statement per table, in the order given. Returns their ids in that
+   * order. At most 10,000 messages and 64 MiB encoded a call (`BATCH_TOO_LARGE`): split larger sets
+   * into several calls in the same transaction.
+   */
   publishMany(tx: Tx, messages: readonly PublishInput[]): MaybePromise<number[], Sync> {
     if (!Array.isArray(messages)) {
       const error = invalidOption('messages', 'an array of messages', messages);
@@ -245,20 +250,21 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     }
     if (messages.length === 0)
       return (this.adapter.sync ? [] : Promise.resolve([])) as unknown as MaybePromise<number[], Sync>;
-    return this.insert(tx, messages);
+    return this.insert(tx, messages, true);
   }
 
-  private insert(tx: Tx, inputs: readonly PublishInput[]): MaybePromise<number[], Sync> {
-    if (this.adapter.sync) return this.insertNow(tx, inputs);
+  private insert(tx: Tx, inputs: readonly PublishInput[], many = false): MaybePromise<number[], Sync> {
+    if (this.adapter.sync) return this.insertNow(tx, inputs, many);
     // Async adapters report every failure, validation included, as a rejected promise.
     try {
-      return this.insertNow(tx, inputs);
+      return this.insertNow(tx, inputs, many);
     } catch (error) {
       return Promise.reject(error) as MaybePromise<number[], Sync>;
     }
   }
 
-  private insertNow(tx: Tx, inputs: readonly PublishInput[]): MaybePromise<number[], Sync> {
+  private insertNow(tx: Tx, inputs: readonly PublishInput[], many: boolean): MaybePromise<number[], Sync> {
+    if (many) checkBatchLength(inputs.length);
     const groups = this.encodeByTable(inputs);
     const { dialect } = this.adapter;
     const run = (group: EncodedGroup): MaybePromise<Row[], Sync> => {
@@ -307,20 +313,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
 
   private encodeByTable(inputs: readonly PublishInput[]): EncodedGroup[] {
     const groups: EncodedGroup[] = [];
+    let bytes = 0;
     inputs.forEach((input, position) => {
-      if (typeof input !== 'object' || input === null)
-        throw invalidOption(
-          'messages',
-          'messages made by defineMessage or { outbox, payload } objects',
-          input,
-        );
-      const outbox = this.outbox(input.outbox);
-      const row = encodeMessage(
-        outbox,
-        input.payload,
-        { groupKey: input.groupKey, headers: this.headersFor(input.headers), type: input.type },
-        this.adapter.dialect.capabilities,
-      );
+      const { outbox, row } = this.encode(input);
+      bytes += row.payload.length + (row.headers?.length ?? 0);
+      checkBatchBytes(bytes);
       let group = groups.find((g) => sameTable(g.table, outbox.table));
       if (group === undefined) {
         group = {
@@ -346,11 +343,27 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     return groups;
   }
 
-  /** The message's headers over the instance's `publishHeaders` (trace context, tenant…). */
-  private headersFor(own: Record<string, string> | undefined): Record<string, string> | undefined {
-    const shared = this.publishHeaders?.();
-    if (shared === undefined || Object.keys(shared).length === 0) return own;
-    return { ...shared, ...own };
+  /**
+   * One message, checked and encoded. Whatever the input's own code throws on the way (a getter, a
+   * Proxy, a `toJSON`, `publishHeaders`) is reported as `INVALID_MESSAGE`: nothing was sent.
+   */
+  private encode(input: PublishInput): { outbox: ResolvedOutbox; row: InsertRow } {
+    if (typeof input !== 'object' || input === null)
+      throw invalidOption('messages', 'messages made by defineMessage or { outbox, payload } objects', input);
+    try {
+      const outbox = this.outbox(input.outbox);
+      const options = { groupKey: input.groupKey, headers: input.headers, type: input.type };
+      const shared = this.publishHeaders?.();
+      const row = encodeMessage(outbox, input.payload, options, this.adapter.dialect.capabilities, shared);
+      return { outbox, row };
+    } catch (error) {
+      if (isOutboxerError(error)) throw error;
+      throw new OutboxerError(
+        'INVALID_MESSAGE',
+        `Reading the message to publish threw: ${describeError(error, 500)}. Nothing was written.`,
+        { cause: error },
+      );
+    }
   }
 
   private mapResult<T, U>(value: MaybePromise<T, Sync>, fn: (value: T) => U): MaybePromise<U, Sync> {
@@ -561,8 +574,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
    */
   async blockedGroups(outbox: string, options: { limit?: number } = {}): Promise<BlockedGroup[]> {
     const o = this.outbox(outbox);
-    const limit = options.limit ?? 100;
-    if (!Number.isInteger(limit) || limit < 1) throw invalidOption('limit', 'a positive integer', limit);
+    const limit = listLimit(options.limit);
     const rows = await this.adapter.execute(
       this.adapter.dialect.blockedGroups(o.table, o.name, limit, o.onDead === 'park'),
     );
@@ -581,19 +593,19 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     });
   }
 
-  /** Messages waiting for delivery (ready, retrying or held), oldest first. */
+  /** Messages waiting for delivery (ready, retrying or held), oldest first. `limit`: 1 to 10,000, default 100. */
   listPending(outbox: string, options: { limit?: number } = {}): Promise<Envelope[]> {
     return this.list(outbox, 'pending', options.limit);
   }
 
-  /** Dead messages, oldest first. */
+  /** Dead messages, oldest first. `limit`: 1 to 10,000, default 100. */
   listDead(outbox: string, options: { limit?: number } = {}): Promise<Envelope[]> {
     return this.list(outbox, 'dead', options.limit);
   }
 
-  private async list(outbox: string, which: 'pending' | 'dead', limit = 100): Promise<Envelope[]> {
+  private async list(outbox: string, which: 'pending' | 'dead', requested: unknown): Promise<Envelope[]> {
     const o = this.outbox(outbox);
-    if (!Number.isInteger(limit) || limit < 1) throw invalidOption('limit', 'a positive integer', limit);
+    const limit = listLimit(requested);
     const rows = await this.adapter.execute(this.adapter.dialect.list(o.table, o.name, which, limit));
     return rows.map((row) => {
       const { status: _s, blocked: _b, ...envelope } = this.adapter.dialect.toEnvelope(row, o.name);
@@ -721,13 +733,6 @@ function toDate(value: unknown): Date | null {
  */
 function rewind(dialect: Dialect, outbox: ResolvedOutbox): SqlQuery[] {
   return dialect.countRewind === undefined ? [] : [dialect.countRewind(outbox.table, outbox.name)];
-}
-
-function checkIds(ids: readonly number[]): number[] {
-  if (!Array.isArray(ids) || !ids.every((id) => Number.isSafeInteger(id) && id > 0)) {
-    throw invalidOption('ids', 'an array of message ids (positive integers)', ids);
-  }
-  return [...ids];
 }
 
 function mergeDrainResults(results: DrainResult[]): DrainResult {

@@ -79,7 +79,7 @@ describe('the command line', () => {
     [['counts', '--older-than', '1d'], '--older-than belongs to prune'],
     [['pending', '--up-to', '10'], '--up-to belongs to counts'],
     [['counts', '--up-to', '0'], '--up-to must be an integer from 1 to 1000000000'],
-    [['counts', '--limit', '0'], '--limit must be an integer from 1 to 100000'],
+    [['counts', '--limit', '0'], '--limit must be an integer from 1 to 10000'],
     [['counts', '--partitions', 'two'], '--partitions must be an integer'],
     [['counts', '--on-dead', 'parked'], '--on-dead must be auto, continue or park'],
     [['sql', '--dialect', 'mysql'], '--dialect must be postgres or sqlite'],

@@ -54,20 +54,46 @@ function expectedCodes(input: Input, postgres: boolean): Set<ErrorCode> {
   } catch {
     codes.add('PAYLOAD_NOT_ENCODABLE');
   }
-  if (json === undefined) codes.add('PAYLOAD_NOT_ENCODABLE');
+  if (json === undefined || (json !== undefined && losesData(input.payload, '')))
+    codes.add('PAYLOAD_NOT_ENCODABLE');
   else if (Buffer.byteLength(json) > MAX_PAYLOAD) codes.add('PAYLOAD_TOO_LARGE');
   const headers = input.headers;
   if (headers !== null && headers !== undefined) {
-    if (typeof headers !== 'object' || Array.isArray(headers)) codes.add('INVALID_MESSAGE');
+    const prototype = typeof headers === 'object' ? (Object.getPrototypeOf(headers) as unknown) : undefined;
+    if (prototype !== Object.prototype && prototype !== null) codes.add('INVALID_MESSAGE');
     else {
       const entries = Object.entries(headers);
-      if (entries.some(([k, v]) => typeof v !== 'string' || badText(k) || badText(v)))
+      const badName = (k: string) =>
+        k.length === 0 || k.length > 256 || /[\x00-\x20\x7f:]/.test(k) || /^outboxer-/i.test(k);
+      if (
+        entries.some(
+          ([k, v]) => typeof v !== 'string' || badText(k) || badText(v) || badName(k) || /[\r\n\0]/.test(v),
+        )
+      )
         codes.add('INVALID_MESSAGE');
       else if (entries.length > 0 && Buffer.byteLength(JSON.stringify(headers)) > 16_384)
         codes.add('INVALID_MESSAGE');
     }
   }
   return codes;
+}
+
+/**
+ * Whether JSON would silently lose part of a value (docs/reliability.md, "Bad input"): a NaN or
+ * ±Infinity, or an object other than a plain object or array that encodes to `{}` (a Map, a Set,
+ * an empty typed array…). A walk of its own, beside the engine's replacer, to judge it.
+ */
+function losesData(value: unknown, key: string): boolean {
+  let v = value;
+  if (typeof v === 'object' && v !== null && typeof (v as { toJSON?: unknown }).toJSON === 'function')
+    v = (v as { toJSON(key: string): unknown }).toJSON(key);
+  if (v instanceof Number) v = v.valueOf();
+  if (typeof v === 'number') return !Number.isFinite(v);
+  if (typeof v !== 'object' || v === null || v instanceof String || v instanceof Boolean) return false;
+  if (Array.isArray(v)) return v.some((item, i) => losesData(item, String(i)));
+  const prototype = Object.getPrototypeOf(v) as unknown;
+  if (prototype !== Object.prototype && prototype !== null && Object.keys(v).length === 0) return true;
+  return Object.keys(v).some((k) => losesData((v as Record<string, unknown>)[k], k));
 }
 
 // ------------------------------------------------------------------------------------------------

@@ -1,4 +1,4 @@
-import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
+import { checkedName, companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
 
 /**
  * The DDL of one message table and its companions, idempotent. Exported through `outboxer/pg` as
@@ -25,7 +25,8 @@ export function figures(sign: '' | '-' = '', named = false): string {
     .join(', ');
 }
 
-export function postgresSchema(table: QualifiedName): string[] {
+export function postgresSchema(unchecked: QualifiedName): string[] {
+  const table = checkedName(unchecked);
   const t = quoteName(table);
   const name = table.name;
   const leases = quoteName(companion(table, 'leases'));

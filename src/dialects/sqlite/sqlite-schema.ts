@@ -1,11 +1,12 @@
-import { companion, type QualifiedName } from '../../core/identifiers.js';
+import { checkedName, companion, type QualifiedName } from '../../core/identifiers.js';
 
 /**
  * The DDL of one message table and its companions on SQLite, idempotent; the same layout and
  * partial indexes as Postgres (see postgres-schema.ts). AUTOINCREMENT keeps ids increasing even
  * after the table was emptied, which a plain rowid does not.
  */
-export function sqliteSchema(table: QualifiedName): string[] {
+export function sqliteSchema(unchecked: QualifiedName): string[] {
+  const table = checkedName(unchecked);
   // In SQLite the schema (attached database) qualifies the table and index names, not ON targets.
   const prefix = table.schema === undefined ? '' : `"${table.schema}".`;
   const name = table.name;

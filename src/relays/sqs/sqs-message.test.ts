@@ -38,15 +38,16 @@ test('default MessageGroupId: group key, own id when there is none, outbox name 
   expect(defaultMessageGroupId(envelope({ groupKey: 'order:1' }), 'none')).toBe('order:1');
 });
 
-test('a message header named like the packed attribute forces packing, so consumers are never misled', () => {
-  const attributes = messageAttributes(envelope({ headers: { [PACKED_HEADERS_ATTRIBUTE]: 'mine' } }));
-  expect(JSON.parse(attributes[PACKED_HEADERS_ATTRIBUTE]!.StringValue)).toEqual({
-    [PACKED_HEADERS_ATTRIBUTE]: 'mine',
-  });
-  // The standard headers win over a message header of the same name.
-  expect(messageAttributes(envelope({ headers: { 'outboxer-id': '999' } }))['outboxer-id']!.StringValue).toBe(
-    '7',
+test("a stored header in outboxer's namespace, any case, is dropped: it cannot pose as the id or the packed headers", () => {
+  const attributes = messageAttributes(
+    envelope({
+      headers: { [PACKED_HEADERS_ATTRIBUTE]: 'mine', 'OUTBOXER-ID': '999', 'outboxer-id': '998', a: 'b' },
+    }),
   );
+  expect(attributes[PACKED_HEADERS_ATTRIBUTE]).toBeUndefined();
+  expect(attributes['OUTBOXER-ID']).toBeUndefined();
+  expect(attributes['outboxer-id']!.StringValue).toBe('7');
+  expect(attributes.a!.StringValue).toBe('b');
 });
 
 test('size counts body and every attribute name, type and value in UTF-8 bytes', () => {

@@ -130,9 +130,7 @@ export function messageAttributes(envelope: Envelope): Record<string, SqsStringA
   const own = Object.entries(all).filter(([name]) => !STANDARD_NAMES.has(name));
   const separate =
     standard.length + own.length <= SQS_LIMITS.attributes &&
-    own.every(
-      ([name, value]) => ATTRIBUTE_NAME.test(name) && name !== PACKED_HEADERS_ATTRIBUTE && value.length > 0,
-    );
+    own.every(([name, value]) => ATTRIBUTE_NAME.test(name) && value.length > 0);
   const entries =
     separate || own.length === 0
       ? [...standard, ...own]
