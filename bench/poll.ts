@@ -45,6 +45,7 @@ export function pollStatement(
     limit: 100,
     ...at,
     dueBefore: null,
+    now: Date.now(),
     parkDead: false, // the default onDead: 'continue', as the worker passes it
   });
 }
@@ -326,6 +327,7 @@ export async function pollRows(ctx: BenchContext): Promise<void> {
     const { rows: ids } = await pool.query(`SELECT id FROM "${BIG}" WHERE status = 0 ORDER BY id LIMIT 100`);
     const statements = postgresDialect.settle(table(BIG), {
       lease: LEASE,
+      now: Date.now(),
       delivered: ids.map((r: { id: string }) => Number(r.id)),
       failed: [],
       unblockedGroups: [],
@@ -464,7 +466,7 @@ async function pruneRow(ctx: BenchContext): Promise<void> {
   const outboxer = await pruningOutboxer(pool);
   if (settings.plans) {
     await prepare();
-    const [current] = postgresDialect.prune(table(PRUNE), 'bench', 3600, 10_000);
+    const [current] = postgresDialect.prune(table(PRUNE), 'bench', 3600, 10_000, Date.now());
     await plan(ctx, `Prune, one batch of 10,000 as in src/, ${count} delivered rows`, current!);
   }
   const trials = settings.quick ? 1 : 3;
@@ -514,7 +516,7 @@ async function idlePruneRow(ctx: BenchContext): Promise<void> {
   const { pool, settings } = ctx;
   const iterations = settings.quick ? 10 : 50;
   const outboxer = await pruningOutboxer(pool);
-  const [statement] = postgresDialect.prune(table(PRUNE), 'bench', 3600, 10_000);
+  const [statement] = postgresDialect.prune(table(PRUNE), 'bench', 3600, 10_000, Date.now());
   // At the client (a transaction of three round trips) and on the server, where the history kept
   // would show: the judged figure.
   const idleRun = async (kept: number): Promise<{ client: number; server: number }> => {

@@ -51,6 +51,8 @@ export type {
   DialectCapabilities,
   SqlQuery,
   Row,
+  Statement,
+  Batch,
   ListenHandlers,
   Listener,
 } from './core/database.js';

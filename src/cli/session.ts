@@ -2,8 +2,7 @@
  * What a CLI command works on: an open database, the message table, and an `Outboxer` built for
  * one outbox from what the table records about it (`<table>_config`) and the command line.
  */
-import type { Row, SqlQuery } from '../core/database.js';
-import { parseRecordedConfiguration } from '../core/configuration.js';
+import type { Statement } from '../core/sql.js';
 import { OutboxerError } from '../core/errors.js';
 import { parseTableName, type QualifiedName } from '../core/identifiers.js';
 import type { Ordering, Retention } from '../core/options.js';
@@ -42,9 +41,9 @@ export class CliSession {
     return this.table.schema === undefined ? this.table.name : `${this.table.schema}.${this.table.name}`;
   }
 
-  async execute(query: SqlQuery): Promise<Row[]> {
+  async run<R>(statement: Statement<R>): Promise<R> {
     try {
-      return await this.database.adapter.execute(query);
+      return statement.read(await this.database.adapter.execute(statement));
     } catch (error) {
       throw this.explain(error);
     }
@@ -65,10 +64,7 @@ export class CliSession {
   async recordedOutboxes(): Promise<OutboxTarget[]> {
     // The recorded partitions win over --partitions: they are what the workers read, and what
     // counts() finds orphans with.
-    this.recorded ??= (await this.execute(recordedOutboxes(this.table))).map((row) => {
-      const { partitions, ordering, onDead } = parseRecordedConfiguration(row);
-      return { name: String(row.outbox), partitions, ordering, onDead };
-    });
+    this.recorded ??= await this.run(recordedOutboxes(this.table));
     return this.recorded;
   }
 
@@ -91,8 +87,7 @@ export class CliSession {
     }
     const found = recorded.find((o) => o.name === outbox);
     if (found !== undefined) return found;
-    const rows = await this.execute(outboxHasRows(this.database.adapter.dialect, this.table, outbox));
-    if (rows.length === 0) {
+    if (!(await this.run(outboxHasRows(this.database.adapter.dialect, this.table, outbox)))) {
       throw new OutboxerError(
         'UNKNOWN_OUTBOX',
         `Unknown outbox ${JSON.stringify(outbox)}: it is not recorded in ${this.tableName}_config and has no message in ${this.tableName}.${names.length > 0 ? ` Recorded outboxes: ${names.join(', ')}.` : ''}`,
@@ -110,8 +105,8 @@ export class CliSession {
     if (target.ordering === 'none') return 'continue';
     if (this.options.onDead !== 'auto') return this.options.onDead;
     if (target.onDead !== undefined) return target.onDead;
-    const rows = await this.execute(parkedMessage(this.database.adapter.dialect, this.table, target.name));
-    return rows.length > 0 ? 'park' : 'continue';
+    const parked = await this.run(parkedMessage(this.database.adapter.dialect, this.table, target.name));
+    return parked ? 'park' : 'continue';
   }
 
   /** A publish-only instance for one outbox: it starts nothing and only runs what it is asked. */

@@ -1,31 +1,20 @@
-import type { DatabaseAdapter, RecordedConfiguration, Row } from './database.js';
+import { run, type DatabaseAdapter, type RecordedConfiguration } from './database.js';
 import { explainMissingSchema, OutboxerError } from './errors.js';
 import type { Logger } from './logger.js';
-import type { Ordering, ResolvedOutbox } from './options.js';
+import type { ResolvedOutbox } from './options.js';
 
 type Adapter = DatabaseAdapter<never, boolean>;
 
 /** Refuses a database server older than the SQL needs (`migrate()` calls it first). */
 export async function checkServerVersion(adapter: Adapter): Promise<void> {
   const { dialect } = adapter;
-  const [row] = await adapter.execute(dialect.serverVersion());
-  const version = Number(row?.version);
+  const version = await run(adapter, dialect.serverVersion());
   if (!(version >= dialect.minimumVersion.number)) {
     throw new OutboxerError(
       'DATABASE_UNSUPPORTED',
       `outboxer needs ${dialect.minimumVersion.name} or newer; this server reports version ${version}.`,
     );
   }
-}
-
-/** A row of `<table>_config` (`partitions`, `ordering`, `serialize_writes`, `on_dead`) as a configuration. */
-export function parseRecordedConfiguration(row: Row): RecordedConfiguration {
-  return {
-    partitions: Number(row.partitions),
-    ordering: String(row.ordering) as Ordering,
-    serializeWrites: row.serialize_writes === true || row.serialize_writes === 1,
-    onDead: row.on_dead === 'park' ? 'park' : 'continue',
-  };
 }
 
 /**
@@ -38,12 +27,11 @@ export async function readRecordedConfiguration(
   adapter: Adapter,
   outbox: Pick<ResolvedOutbox, 'table' | 'name'>,
 ): Promise<RecordedConfiguration | undefined> {
-  const [row] = await adapter
-    .execute(adapter.dialect.readConfiguration(outbox.table, outbox.name))
-    .catch((error: unknown) => {
+  return run(adapter, adapter.dialect.readConfiguration(outbox.table, outbox.name)).catch(
+    (error: unknown) => {
       throw explainMissingSchema(adapter.dialect, outbox.table, error);
-    });
-  return row === undefined ? undefined : parseRecordedConfiguration(row);
+    },
+  );
 }
 
 /**
@@ -71,7 +59,7 @@ export async function checkConfigurations(
     };
     let recorded = await readRecordedConfiguration(adapter, outbox);
     if (recorded === undefined) {
-      await adapter.execute(dialect.writeConfiguration(outbox.table, outbox.name, wanted, true));
+      await run(adapter, dialect.writeConfiguration(outbox.table, outbox.name, wanted, Date.now(), true));
       // Ours, or the one a node starting at the same time recorded first. (Gone again only if
       // someone deleted the row in between: then nothing disagrees with ours.)
       recorded = (await readRecordedConfiguration(adapter, outbox)) ?? wanted;
@@ -83,7 +71,7 @@ export async function checkConfigurations(
       outbox: outbox.name,
       changes: differences.join('; '),
     });
-    await adapter.execute(dialect.writeConfiguration(outbox.table, outbox.name, wanted));
+    await run(adapter, dialect.writeConfiguration(outbox.table, outbox.name, wanted, Date.now()));
   }
 }
 
@@ -101,8 +89,10 @@ async function allowReconfiguration(
     );
   }
   if (outbox.partitions === recordedPartitions || outbox.reconfigure === 'force') return;
-  const [row] = await adapter.execute(adapter.dialect.counts(outbox.table, outbox.name, outbox.partitions));
-  const pending = Number(row?.pending ?? 0);
+  const { pending } = await run(
+    adapter,
+    adapter.dialect.counts(outbox.table, outbox.name, outbox.partitions),
+  );
   if (pending > 0) {
     throw new OutboxerError(
       'CONFIGURATION_MISMATCH',

@@ -1,10 +1,10 @@
-import type { LeaseToken } from './database.js';
+import { run, runAtomically, type LeaseToken } from './database.js';
 import { describeError } from './errors.js';
 import { hashGroupKey } from './partitioning.js';
 import { settlesWithin } from './timing.js';
 import { upkeepTallies } from './tally-upkeep.js';
 import { channels, emit } from './telemetry.js';
-import { backgroundFailure, PartitionWorker, type WorkerDeps } from './worker.js';
+import { backgroundFailure, PartitionWorker, type WorkerDeps } from './worker/index.js';
 
 /**
  * Holds this node's fair share of an outbox's partitions. Every `leaseTimeout / 3` it records a
@@ -64,14 +64,11 @@ export class OutboxCoordinator {
     for (const [partition, worker] of this.workers) {
       if (worker.lost) this.workers.delete(partition);
     }
-    const results = await adapter.executeAtomically(
-      adapter.dialect.heartbeat(outbox.table, outbox.name, this.nodeId, leaseTimeout),
+    const { liveNodes, leases } = await runAtomically(
+      adapter,
+      adapter.dialect.heartbeat(outbox.table, outbox.name, this.nodeId, leaseTimeout, Date.now()),
     );
-    const row = results[results.length - 1]![0]!;
-    const liveNodes = Math.max(1, Number(row.live_nodes));
-    const leased = new Set(
-      (JSON.parse(String(row.leases)) as Array<{ partition: number }>).map((l) => Number(l.partition)),
-    );
+    const leased = new Set(leases.map((l) => l.partition));
     const target = Math.ceil(outbox.partitions / liveNodes);
 
     if (this.workers.size > target) await this.releaseExtra(this.workers.size - target);
@@ -95,21 +92,18 @@ export class OutboxCoordinator {
 
   private async acquire(partition: number): Promise<void> {
     const { adapter, outbox, leaseTimeout } = this.deps;
-    const rows = await adapter.execute(
+    const epoch = await run(
+      adapter,
       adapter.dialect.acquireLease(outbox.table, {
         outbox: outbox.name,
         partition,
         owner: this.nodeId,
         ttl: leaseTimeout,
+        now: Date.now(),
       }),
     );
-    if (rows.length === 0 || this.stopped) return;
-    const lease: LeaseToken = {
-      outbox: outbox.name,
-      partition,
-      owner: this.nodeId,
-      epoch: Number(rows[0]!.epoch),
-    };
+    if (epoch === undefined || this.stopped) return;
+    const lease: LeaseToken = { outbox: outbox.name, partition, owner: this.nodeId, epoch };
     const worker = new PartitionWorker(this.deps, lease);
     this.workers.set(partition, worker);
     emit(channels.leaseAcquired, () => ({
@@ -131,7 +125,7 @@ export class OutboxCoordinator {
     this.workers.delete(worker.partition);
     if (worker.lost) return;
     const { adapter, outbox } = this.deps;
-    await adapter.execute(adapter.dialect.releaseLease(outbox.table, worker.lease));
+    await run(adapter, adapter.dialect.releaseLease(outbox.table, worker.lease));
     emit(channels.leaseReleased, () => ({
       instance: this.deps.instance,
       outbox: outbox.name,
@@ -182,9 +176,9 @@ export class OutboxCoordinator {
     const { adapter, outbox } = this.deps;
     try {
       for (const worker of workers) {
-        if (!worker.lost) await adapter.execute(adapter.dialect.releaseLease(outbox.table, worker.lease));
+        if (!worker.lost) await run(adapter, adapter.dialect.releaseLease(outbox.table, worker.lease));
       }
-      await adapter.execute(adapter.dialect.removeNode(outbox.table, outbox.name, this.nodeId));
+      await run(adapter, adapter.dialect.removeNode(outbox.table, outbox.name, this.nodeId));
     } catch (error) {
       // The leases expire on their own; another node takes over after leaseTimeout.
       this.deps.logger.warn('outboxer: could not hand back leases at stop', {

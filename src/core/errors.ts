@@ -1,5 +1,7 @@
-import type { Dialect } from './database.js';
-import type { QualifiedName } from './identifiers.js';
+/** What `explainMissingSchema` needs of a dialect (structural: errors.ts stays a leaf of the import graph). */
+interface MissingSchemaReader {
+  missingSchemaObject(message: string): string | undefined;
+}
 
 const ERROR_BRAND = Symbol.for('outboxer.error');
 
@@ -177,7 +179,11 @@ function namesTable(missing: string, name: string): boolean {
  * A database error that says a table or column of `table`'s outbox does not exist, as
  * `SCHEMA_MISSING` (the error itself as `cause`); any other error as it is.
  */
-export function explainMissingSchema(dialect: Dialect, table: QualifiedName, error: unknown): unknown {
+export function explainMissingSchema(
+  dialect: MissingSchemaReader,
+  table: { readonly schema: string | undefined; readonly name: string },
+  error: unknown,
+): unknown {
   for (const e of errorChain(error)) {
     const missing = e instanceof Error ? dialect.missingSchemaObject(e.message) : undefined;
     if (missing === undefined || !namesTable(missing, table.name)) continue;

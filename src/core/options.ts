@@ -3,8 +3,9 @@ import { parseTableName, validateIdentifier, type QualifiedName } from './identi
 import type { Logger } from './logger.js';
 import type { Relay } from './relay.js';
 
-/** How the messages of an outbox are ordered. See docs/ordering.md. */
-export type Ordering = 'group' | 'total' | 'none';
+import type { Ordering } from './relay.js';
+
+export type { Ordering } from './relay.js';
 
 /** What happens to a delivered message: removed at once, or kept for `keep` seconds then pruned. */
 export type Retention = 'delete' | { keep: number };
@@ -209,7 +210,7 @@ export const MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
 export function resolveOutbox(
   name: string,
   raw: unknown,
-  instance: { relay: boolean; schema: string | undefined },
+  instance: { relaying: boolean; schema: string | undefined },
 ): ResolvedOutbox {
   const path = `outboxes.${name}`;
   validateIdentifier(name, `${path} (the outbox name)`, /^[A-Za-z0-9_.-]{1,100}$/);
@@ -232,7 +233,7 @@ export function resolveOutbox(
   ) {
     throw invalidOption(`${path}.relay`, 'a relay (an object with a deliver(batch, context) method)', relay);
   }
-  if (relay === undefined && instance.relay) {
+  if (relay === undefined && instance.relaying) {
     throw invalidOption(
       `${path}.relay`,
       'a relay such as functionRelay(...) on an instance that relays (or set relay: false on the instance for a publish-only node)',

@@ -1,4 +1,5 @@
-import type { Ordering } from './options.js';
+/** How the messages of an outbox are ordered. See docs/ordering.md. */
+export type Ordering = 'group' | 'total' | 'none';
 
 /** Message headers: string keys, string values. */
 export type Headers = Record<string, string>;

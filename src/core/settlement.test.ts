@@ -3,14 +3,14 @@ import type { PolledEnvelope } from './database.js';
 import { PermanentError, DeliveryError } from './errors.js';
 import { resolveOutbox } from './options.js';
 import { functionRelay } from './relay.js';
-import { normalizeOutcomes, planSettlement } from './settlement.js';
+import { isAcknowledgeOnly, normalizeOutcomes, planSettlement } from './settlement.js';
 
 const relay = functionRelay(async () => undefined);
 const outbox = (options: Record<string, unknown> = {}) =>
   resolveOutbox(
     'orders',
     { relay, backoff: { min: 100, max: 1000 }, ...options },
-    { relay: true, schema: undefined },
+    { relaying: true, schema: undefined },
   );
 
 let nextId = 1;
@@ -130,4 +130,15 @@ test('retryAfter is kept between a floor and a day', () => {
     1000,
   );
   expect(huge.failed[0]!.delay).toBe(86_400_000);
+});
+
+describe('isAcknowledgeOnly', () => {
+  test('everything delivered, nothing failed, no group unblocked; a settlement or its parameters alike', () => {
+    expect(isAcknowledgeOnly({ delivered: [1], failed: [], unblockedGroups: [] })).toBe(true);
+    expect(isAcknowledgeOnly({ delivered: [], failed: [], unblockedGroups: [] })).toBe(false);
+    expect(isAcknowledgeOnly({ delivered: [1], failed: [{ id: 2 }], unblockedGroups: [] })).toBe(false);
+    expect(isAcknowledgeOnly({ delivered: [1], failed: [], unblockedGroups: ['a'] })).toBe(false);
+    const plan = planSettlement([message('a'), message('b')], [ok, ok], outbox(), 1000);
+    expect(isAcknowledgeOnly(plan)).toBe(true);
+  });
 });

@@ -16,6 +16,23 @@ export interface Settlement {
   readonly newlyBlocked: PolledEnvelope[];
 }
 
+/**
+ * Everything delivered, nothing failed, no group unblocked: the acknowledgement can ride on a poll
+ * (`Dialect.acknowledgeAndPoll`). Takes a {@link Settlement} or the `SettleParams` written from one,
+ * so that the engine and a dialect decide it alike.
+ */
+export function isAcknowledgeOnly(settlement: {
+  readonly delivered: readonly unknown[];
+  readonly failed: readonly unknown[];
+  readonly unblockedGroups: readonly unknown[];
+}): boolean {
+  return (
+    settlement.failed.length === 0 &&
+    settlement.unblockedGroups.length === 0 &&
+    settlement.delivered.length > 0
+  );
+}
+
 /** Turns whatever `relay.deliver` produced into one outcome per message. */
 export function normalizeOutcomes(
   batch: readonly PolledEnvelope[],

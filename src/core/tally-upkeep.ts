@@ -1,4 +1,5 @@
-import type { WorkerDeps } from './worker.js';
+import { run } from './database.js';
+import type { WorkerDeps } from './worker/index.js';
 
 /**
  * The upkeep of the tallies `counts()` sums, on a dialect that keeps them, run by the node holding
@@ -9,10 +10,9 @@ export async function upkeepTallies(deps: WorkerDeps): Promise<void> {
   const { adapter, outbox, logger } = deps;
   const tallies = adapter.dialect.tallies;
   if (tallies === undefined) return;
-  await adapter.execute(tallies.compact(outbox.table, outbox.name));
-  const [row] = await adapter.execute(tallies.recount(outbox.table, outbox.name, outbox.recountInterval));
-  if (row === undefined) return;
-  const drift = { pending: Number(row.pending), dead: Number(row.dead), delivered: Number(row.delivered) };
+  await run(adapter, tallies.compact(outbox.table, outbox.name));
+  const drift = await run(adapter, tallies.recount(outbox.table, outbox.name, outbox.recountInterval));
+  if (drift === undefined) return;
   if (Object.values(drift).some((n) => n !== 0)) {
     logger.warn(
       'outboxer: counts() was off from the rows (changed by hand, or by a node of an older version); recounted',

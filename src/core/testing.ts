@@ -1,7 +1,7 @@
-import type { LeaseToken } from './database.js';
+import { run, type LeaseToken } from './database.js';
 import { OutboxerError } from './errors.js';
 import type { Envelope } from './relay.js';
-import { PollCursor, runRound, type WorkerDeps } from './worker.js';
+import { PollCursor, runRound, type WorkerDeps } from './worker/index.js';
 
 export interface DrainOptions {
   /**
@@ -37,21 +37,23 @@ export async function drainOutbox(
   const result: DrainResult = { delivered: [], retried: [], dead: [], pending: 0, rounds: 0 };
   const { adapter, outbox } = deps;
   for (let partition = 0; partition < outbox.partitions; partition += 1) {
-    const acquired = await adapter.execute(
+    const epoch = await run(
+      adapter,
       adapter.dialect.acquireLease(outbox.table, {
         outbox: outbox.name,
         partition,
         owner,
         ttl: deps.leaseTimeout,
+        now: Date.now(),
       }),
     );
-    if (acquired.length === 0) {
+    if (epoch === undefined) {
       throw new OutboxerError(
         'INVALID_STATE',
         `drain(): partition ${partition} of outbox "${outbox.name}" is held by a running relay.`,
       );
     }
-    const lease: LeaseToken = { outbox: outbox.name, partition, owner, epoch: Number(acquired[0]!.epoch) };
+    const lease: LeaseToken = { outbox: outbox.name, partition, owner, epoch };
     const cursor = new PollCursor(Number.MAX_SAFE_INTEGER, deps.adapter.dialect.capabilities.pollCursor);
     const signal = new AbortController().signal;
     try {
@@ -72,15 +74,27 @@ export async function drainOutbox(
         if (outcome.idle && !outcome.full) break;
       }
     } finally {
-      await adapter.execute(adapter.dialect.releaseLease(outbox.table, lease));
+      await run(adapter, adapter.dialect.releaseLease(outbox.table, lease));
     }
   }
-  const [row] = await adapter.execute(adapter.dialect.counts(outbox.table, outbox.name, outbox.partitions));
-  result.pending = Number(row?.pending ?? 0);
+  result.pending = (
+    await run(adapter, adapter.dialect.counts(outbox.table, outbox.name, outbox.partitions))
+  ).pending;
   return result;
 }
 
 function strip(envelope: Envelope & { status?: number; blocked?: boolean }): Envelope {
   const { status: _s, blocked: _b, ...rest } = envelope;
   return rest;
+}
+
+/** What several outboxes' drains did, together. */
+export function mergeDrainResults(results: readonly DrainResult[]): DrainResult {
+  return {
+    delivered: results.flatMap((r) => r.delivered),
+    retried: results.flatMap((r) => r.retried),
+    dead: results.flatMap((r) => r.dead),
+    pending: results.reduce((n, r) => n + r.pending, 0),
+    rounds: Math.max(0, ...results.map((r) => r.rounds)),
+  };
 }

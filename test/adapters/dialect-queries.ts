@@ -24,7 +24,7 @@ const failed = [
 
 /** Named statements covering every method of the dialect and every branch that changes the SQL. */
 export function dialectQueries(dialect: Dialect): Array<{ name: string; query: SqlQuery }> {
-  const queries: Array<[string, SqlQuery | SqlQuery[]]> = [
+  const queries: Array<[string, SqlQuery | readonly SqlQuery[]]> = [
     ['schema', dialect.schema(table).map((text) => ({ text, values: [] }))],
     ['migrationLock', dialect.migrationLock()],
     ['insert one', dialect.insert(table, rows.slice(0, 1), { serialize: false, notify: undefined })],
@@ -36,17 +36,26 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
         notify: { channel: 'outboxer', payloads: ['o:orders:0', 'o:orders:1'] },
       }),
     ],
-    ...[false, true].flatMap((parkDead): Array<[string, SqlQuery | SqlQuery[]]> => [
+    ...[false, true].flatMap((parkDead): Array<[string, SqlQuery | readonly SqlQuery[]]> => [
       ...(['group', 'total', 'none'] as const).flatMap((ordering): Array<[string, SqlQuery]> =>
         [null, new Date(0), 'infinity' as const].map((dueBefore) => [
           `poll ${ordering} due ${dueBefore instanceof Date ? 'date' : String(dueBefore)} parkDead=${parkDead}`,
-          dialect.poll(table, { lease, ordering, limit: 100, afterId: 10, dueBefore, parkDead }),
+          dialect.poll(table, {
+            now: 1_700_000_000_000,
+            lease,
+            ordering,
+            limit: 100,
+            afterId: 10,
+            dueBefore,
+            parkDead,
+          }),
         ]),
       ),
       [`hold parkDead=${parkDead}`, dialect.hold(table, lease, [1, 2], ['order:1'], parkDead)],
-      ...[true, false].map((keep): [string, SqlQuery[]] => [
+      ...[true, false].map((keep): [string, readonly SqlQuery[]] => [
         `settle keep=${keep} parkDead=${parkDead}`,
         dialect.settle(table, {
+          now: 1_700_000_000_000,
           lease,
           delivered: [1, 2],
           failed,
@@ -62,8 +71,18 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
             `acknowledgeAndPoll keep=${keep} parkDead=${parkDead}`,
             dialect.acknowledgeAndPoll!(
               table,
-              { lease, delivered: [1, 2], failed: [], unblockedGroups: [], keep, ttl: 30_000, parkDead },
               {
+                now: 1_700_000_000_000,
+                lease,
+                delivered: [1, 2],
+                failed: [],
+                unblockedGroups: [],
+                keep,
+                ttl: 30_000,
+                parkDead,
+              },
+              {
+                now: 1_700_000_000_000,
                 lease,
                 ordering: 'group',
                 limit: 100,
@@ -75,30 +94,47 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
               },
             ),
           ])),
-      [`retryDead all parkDead=${parkDead}`, dialect.retryDead(table, 'orders', undefined, parkDead)],
-      [`retryDead ids parkDead=${parkDead}`, dialect.retryDead(table, 'orders', [1, 2], parkDead)],
+      [
+        `retryDead all parkDead=${parkDead}`,
+        dialect.retryDead(table, 'orders', undefined, parkDead, 1_700_000_000_000),
+      ],
+      [
+        `retryDead ids parkDead=${parkDead}`,
+        dialect.retryDead(table, 'orders', [1, 2], parkDead, 1_700_000_000_000),
+      ],
       [`releaseOrphanedHolds parkDead=${parkDead}`, dialect.releaseOrphanedHolds(table, 'orders', parkDead)],
       [`blockedGroups parkDead=${parkDead}`, dialect.blockedGroups(table, 'orders', 100, parkDead)],
     ]),
     ['nextRetryAt', dialect.nextRetryAt(table, 'orders', 3)],
     [
       'acquireLease',
-      dialect.acquireLease(table, { outbox: 'orders', partition: 3, owner: 'node-1', ttl: 30_000 }),
+      dialect.acquireLease(table, {
+        now: 1_700_000_000_000,
+        outbox: 'orders',
+        partition: 3,
+        owner: 'node-1',
+        ttl: 30_000,
+      }),
     ],
-    ['renewLease', dialect.renewLease(table, lease, 30_000)],
+    ['renewLease', dialect.renewLease(table, lease, 30_000, 1_700_000_000_000)],
     ['releaseLease', dialect.releaseLease(table, lease)],
-    ['heartbeat', dialect.heartbeat(table, 'orders', 'node-1', 30_000)],
+    ['heartbeat', dialect.heartbeat(table, 'orders', 'node-1', 30_000, 1_700_000_000_000)],
     ['removeNode', dialect.removeNode(table, 'orders', 'node-1')],
     ['counts', dialect.counts(table, 'orders', 4)],
     ['readConfiguration', dialect.readConfiguration(table, 'orders')],
     [
       'writeConfiguration',
-      dialect.writeConfiguration(table, 'orders', {
-        partitions: 4,
-        ordering: 'group',
-        serializeWrites: true,
-        onDead: 'continue',
-      }),
+      dialect.writeConfiguration(
+        table,
+        'orders',
+        {
+          partitions: 4,
+          ordering: 'group',
+          serializeWrites: true,
+          onDead: 'continue',
+        },
+        1_700_000_000_000,
+      ),
     ],
     ['serverVersion', dialect.serverVersion()],
     ['list pending', dialect.list(table, 'orders', 'pending', 100)],
@@ -107,7 +143,7 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
     ...(dialect.countRewind === undefined
       ? []
       : [['countRewind', dialect.countRewind(table, 'orders')] as [string, SqlQuery]]),
-    ['prune', dialect.prune(table, 'orders', 3600, 1000)],
+    ['prune', dialect.prune(table, 'orders', 3600, 1000, 1_700_000_000_000)],
     ...(dialect.tallies === undefined
       ? []
       : ([
@@ -146,6 +182,5 @@ export const coveredMethods = [
   'releaseOrphanedHolds',
   'blockedGroups',
   'prune',
-  'toEnvelope',
   'missingSchemaObject',
 ];

@@ -42,7 +42,7 @@ describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect 
     // The old owner's lease runs out and the new owner takes the partition (epoch 2).
     const acquire = async (owner: string, ttl: number) => {
       const [row] = await fixture.database.execute(
-        dialect.acquireLease(table, { outbox, partition: 0, owner, ttl }),
+        dialect.acquireLease(table, { outbox, partition: 0, owner, ttl, now: Date.now() }),
       );
       return { outbox, partition: 0, owner, epoch: Number(row!.epoch) };
     };
@@ -79,6 +79,7 @@ describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect 
   function settleParams(lease: Lease, change: Partial<SettleParams>): SettleParams {
     return {
       lease,
+      now: Date.now(),
       delivered: [],
       failed: [],
       unblockedGroups: [],

@@ -29,7 +29,13 @@ describe('lease acquisition on postgres', () => {
 
   test('after waiting for the row lock, grants a lease that runs from the grant', async () => {
     const first = await fixture.database.execute(
-      postgresDialect.acquireLease(table, { outbox: 'clocked', partition: 0, owner: 'paused', ttl: TTL }),
+      postgresDialect.acquireLease(table, {
+        outbox: 'clocked',
+        partition: 0,
+        owner: 'paused',
+        ttl: TTL,
+        now: Date.now(),
+      }),
     );
     expect(first).toHaveLength(1);
     // The holder is paused inside a settle: the lease row stays locked past its expiry.
@@ -38,7 +44,13 @@ describe('lease acquisition on postgres', () => {
     await paused.query(`SELECT 1 FROM clocked_leases WHERE outbox = 'clocked' FOR UPDATE`);
     await sleep(TTL + 100);
     const taking = fixture.database.execute(
-      postgresDialect.acquireLease(table, { outbox: 'clocked', partition: 0, owner: 'next', ttl: TTL }),
+      postgresDialect.acquireLease(table, {
+        outbox: 'clocked',
+        partition: 0,
+        owner: 'next',
+        ttl: TTL,
+        now: Date.now(),
+      }),
     );
     await sleep(TTL + 300); // the acquisition waits for the lock longer than a lease lasts
     await paused.query('ROLLBACK');
@@ -51,7 +63,13 @@ describe('lease acquisition on postgres', () => {
     expect(lease).toEqual({ owner: 'next', running: true });
     // So a third node cannot take it straight away.
     const third = await fixture.database.execute(
-      postgresDialect.acquireLease(table, { outbox: 'clocked', partition: 0, owner: 'third', ttl: TTL }),
+      postgresDialect.acquireLease(table, {
+        outbox: 'clocked',
+        partition: 0,
+        owner: 'third',
+        ttl: TTL,
+        now: Date.now(),
+      }),
     );
     expect(third).toEqual([]);
   });

@@ -146,6 +146,7 @@ describe.each(fixtures)('pruning on $name', ({ name, make }) => {
       'orders',
       3600,
       100,
+      Date.now(),
     );
     if (fixture.kind === 'sqlite') {
       const plan = await fixture.query(`EXPLAIN QUERY PLAN ${statement!.text}`, [...statement!.values]);

@@ -28,6 +28,7 @@ describe.each([false, true])('parkDead %s', (parkDead) => {
         limit: 100,
         afterId: 0,
         dueBefore: null,
+        now: Date.now(),
         parkDead,
       }),
     ],

@@ -7,7 +7,7 @@ import { betterSqlite3, type BetterSqlite3DatabaseLike } from '../better-sqlite3
 import { nodePostgres, type PgPoolLike } from '../pg/node-postgres.js';
 import { postgresJs, type PostgresJsSql } from '../postgres-js/postgres-js.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
-import { resolveRelaySide, type DataLayerOptions, type RelaySide } from '../shared/relay-side.js';
+import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
 
 /**
  * A Drizzle transaction on Postgres: the `tx` of `db.transaction(async (tx) => …)` (a
@@ -177,7 +177,7 @@ function assertTransaction(tx: unknown, method: 'execute' | 'all', usage: string
 }
 
 /** The relay side on the client Drizzle wraps: a pg Pool or a postgres.js sql. */
-function postgresClientSide(client: unknown): RelaySide {
+function postgresClientSide(client: unknown): EngineSide {
   if (typeof client === 'function' && typeof (client as { unsafe?: unknown }).unsafe === 'function') {
     return postgresJs(client as unknown as PostgresJsSql);
   }

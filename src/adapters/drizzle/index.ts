@@ -9,6 +9,6 @@ export {
   type DrizzleSqliteDatabase,
   type DrizzleSqliteTransaction,
 } from './drizzle.js';
-export type { DataLayerOptions } from '../shared/relay-side.js';
+export type { DataLayerOptions } from '../shared/engine-side.js';
 export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';
 export { sqliteSchemaSql } from '../../dialects/sqlite/schema-sql.js';

@@ -5,7 +5,7 @@ import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { toQuestionMarks } from '../shared/placeholders.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { timestampsAsDates } from '../shared/timestamps.js';
-import { resolveRelaySide, type DataLayerOptions, type RelaySide } from '../shared/relay-side.js';
+import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
 
 interface KnexRaw {
   /** `knex.raw(sql, bindings)`: `?` placeholders, `\?` for a literal question mark. */
@@ -90,7 +90,7 @@ export function knex(db: KnexLike, options?: DataLayerOptions): DatabaseAdapter<
 }
 
 /** The relay side on a Knex instance's pool: statements on their own, or in one transaction. */
-export function knexRelaySide(db: Pick<KnexLike, 'raw' | 'transaction'>): RelaySide {
+export function knexRelaySide(db: Pick<KnexLike, 'raw' | 'transaction'>): EngineSide {
   return {
     execute: (query) => run(db, query),
     executeAtomically: async (queries) =>

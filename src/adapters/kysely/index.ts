@@ -3,6 +3,6 @@
  * @packageDocumentation
  */
 export { kysely, type KyselyDatabase, type KyselyOptions, type KyselyTransaction } from './kysely.js';
-export type { DataLayerOptions } from '../shared/relay-side.js';
+export type { DataLayerOptions } from '../shared/engine-side.js';
 export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';
 export { sqliteSchemaSql } from '../../dialects/sqlite/schema-sql.js';

@@ -4,7 +4,7 @@ import { invalidOption } from '../../core/options.js';
 import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { sqliteDialect } from '../../dialects/sqlite/sqlite-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
-import { resolveRelaySide, type DataLayerOptions, type RelaySide } from '../shared/relay-side.js';
+import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
 
 /** Something that runs a compiled query: a `Kysely`, a `Transaction` or a single connection. */
 interface KyselyExecutorLike {
@@ -78,7 +78,7 @@ export function kysely(
     const result = await executor.executeQuery(compiled(query.text, values) as never);
     return result.rows as Row[];
   };
-  const own: RelaySide = {
+  const own: EngineSide = {
     execute: (query) => run(root, query),
     executeAtomically:
       dialect === postgresDialect

@@ -8,5 +8,5 @@ export {
   type MikroOrmEntityManager,
   type MikroOrmLike,
 } from './mikro-orm.js';
-export type { DataLayerOptions } from '../shared/relay-side.js';
+export type { DataLayerOptions } from '../shared/engine-side.js';
 export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';

@@ -5,7 +5,7 @@ import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { toQuestionMarks } from '../shared/placeholders.js';
 import { postgresText } from '../shared/postgres-values.js';
 import { knexRelaySide, type KnexLike } from '../knex/knex.js';
-import { resolveRelaySide, type DataLayerOptions } from '../shared/relay-side.js';
+import { resolveRelaySide, type DataLayerOptions } from '../shared/engine-side.js';
 
 /** The part of a MikroORM `Connection` outboxer uses. */
 export interface MikroOrmConnection {

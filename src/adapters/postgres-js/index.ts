@@ -3,5 +3,5 @@
  * @packageDocumentation
  */
 export { postgresJs, type PostgresJsSql, type PostgresJsTransaction } from './postgres-js.js';
-export type { DataLayerOptions } from '../shared/relay-side.js';
+export type { DataLayerOptions } from '../shared/engine-side.js';
 export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';

@@ -4,7 +4,7 @@ import { invalidOption } from '../../core/options.js';
 import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { postgresText } from '../shared/postgres-values.js';
 import { timestampsAsDates } from '../shared/timestamps.js';
-import { resolveRelaySide, type DataLayerOptions, type RelaySide } from '../shared/relay-side.js';
+import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
 
 /** Postgres' `unknown` type: the server infers the parameter's type as it does for a quoted literal. */
 const UNKNOWN_OID = 705;
@@ -62,7 +62,7 @@ export function postgresJs(
   if (!isSqlFunction(sql)) {
     throw invalidOption('postgresJs', 'the sql function returned by postgres(url)', sql);
   }
-  const own: RelaySide = {
+  const own: EngineSide = {
     async execute(query) {
       assertUntransformed(sql);
       return run(sql, query);

@@ -3,5 +3,5 @@
  * @packageDocumentation
  */
 export { prisma, type PrismaClientLike, type PrismaOptions, type PrismaTransactionClient } from './prisma.js';
-export type { DataLayerOptions } from '../shared/relay-side.js';
+export type { DataLayerOptions } from '../shared/engine-side.js';
 export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';

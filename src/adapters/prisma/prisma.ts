@@ -3,7 +3,7 @@ import { OutboxerError } from '../../core/errors.js';
 import { invalidOption } from '../../core/options.js';
 import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
-import { resolveRelaySide, type DataLayerOptions, type RelaySide } from '../shared/relay-side.js';
+import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
 
 interface PrismaRawQueries {
   $queryRawUnsafe(query: string, ...values: never[]): PromiseLike<unknown>;
@@ -85,7 +85,7 @@ export function prisma(
     );
   }
   const transactionOptions = { maxWait: 10_000, timeout: 60_000, ...options?.transactionOptions };
-  const own: RelaySide = {
+  const own: EngineSide = {
     execute: (query) => run(client, query),
     executeAtomically: async (queries) =>
       client.$transaction(async (tx) => {

@@ -9,5 +9,5 @@ export {
   type TypeOrmQueryRunner,
   type TypeOrmTransaction,
 } from './typeorm.js';
-export type { DataLayerOptions } from '../shared/relay-side.js';
+export type { DataLayerOptions } from '../shared/engine-side.js';
 export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';

@@ -3,7 +3,7 @@ import { OutboxerError } from '../../core/errors.js';
 import { invalidOption } from '../../core/options.js';
 import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
-import { resolveRelaySide, type DataLayerOptions, type RelaySide } from '../shared/relay-side.js';
+import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
 
 /** The part of a TypeORM `QueryRunner` outboxer uses. */
 export interface TypeOrmQueryRunner {
@@ -80,7 +80,7 @@ export function typeorm(
       `typeorm(dataSource): outboxer supports TypeORM on PostgreSQL (type "postgres"); this DataSource is "${type}".`,
     );
   }
-  const own: RelaySide = {
+  const own: EngineSide = {
     async execute(query) {
       const runner = dataSource.createQueryRunner();
       try {

@@ -1,4 +1,5 @@
 import { checkedName, companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
+import { Status } from '../../core/sql.js';
 
 /**
  * The DDL of one message table and its companions, idempotent. Exported through `outboxer/pg` as
@@ -10,10 +11,14 @@ import { checkedName, companion, quoteName, type QualifiedName } from '../../cor
  * the held backlog of a blocked group.
  *
  * `<table>_tallies` holds what `counts()` reads: rows of changes to an outbox's figures, one per
- * statement that changes them, written by that statement (see `tally` in the dialect) and summed
+ * statement that changes them, written by that statement (see `tally` in shared.ts) and summed
  * into one row per partition by the relays. Created with the figures of the rows already there.
  */
-const FIGURE_STATUSES = { pending: 'status < 3', dead: 'status = 3', delivered: 'status = 4' };
+const FIGURE_STATUSES = {
+  pending: `status < ${Status.dead}`,
+  dead: `status = ${Status.dead}`,
+  delivered: `status = ${Status.delivered}`,
+};
 
 /**
  * An outbox's figures (see `counts()`) as aggregates over the message rows selected, in the order

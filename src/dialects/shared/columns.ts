@@ -1,4 +1,13 @@
-import type { PolledEnvelope, Row } from '../../core/database.js';
+import type {
+  BlockedHead,
+  CountFigures,
+  PolledEnvelope,
+  PolledMessage,
+  RecordedConfiguration,
+} from '../../core/dialect.js';
+import type { Ordering } from '../../core/relay.js';
+import type { Row, Statement, StatusValue } from '../../core/sql.js';
+import type { Parameters } from './parameters.js';
 
 /**
  * Reading rows back, the same for every dialect: Postgres returns timestamps as `Date` and
@@ -34,7 +43,86 @@ export function readEnvelope(row: Row, outbox: string): PolledEnvelope {
     nextAttemptAt: readDate(row.next_attempt_at),
     failingSince: readDate(row.failing_since),
     insertedAt: readDate(row.inserted_at)!,
-    status: Number(row.status),
+    status: Number(row.status) as StatusValue,
     blocked: row.blocked === true || row.blocked === 1,
   };
+}
+
+/** A polled row, read as far as choosing a batch needs; the payload waits for {@link envelope}. */
+class PolledRow implements PolledMessage {
+  readonly id: number;
+  readonly status: StatusValue;
+  readonly blocked: boolean;
+  readonly groupKey: string | null;
+
+  constructor(
+    private readonly row: Row,
+    private readonly outbox: string,
+  ) {
+    this.id = Number(row.id);
+    this.status = Number(row.status) as StatusValue;
+    this.blocked = row.blocked === true || row.blocked === 1;
+    this.groupKey = (row.group_key as string | null) ?? null;
+  }
+
+  envelope(): PolledEnvelope {
+    return readEnvelope(this.row, this.outbox);
+  }
+}
+
+/**
+ * The message rows of a poll (not a row of nulls that only reports where it started), in id order:
+ * retries due and ready rows come from two index scans, unsorted.
+ */
+export function polledMessages(rows: readonly Row[], outbox: string): PolledMessage[] {
+  const messages: PolledMessage[] = [];
+  for (const row of rows) {
+    if (row.id !== null && row.id !== undefined) messages.push(new PolledRow(row, outbox));
+  }
+  return messages.sort((a, b) => a.id - b.id);
+}
+
+/**
+ * The counts statement's row (`pending`, `delivered`, `dead`, `orphaned`, `relay_seen_at`,
+ * `oldest_pending_at`: the aliases both dialects select), zeros when there is none.
+ */
+export function readCountFigures(rows: readonly Row[]): CountFigures {
+  const row = rows[0];
+  return {
+    pending: Number(row?.pending ?? 0),
+    delivered: Number(row?.delivered ?? 0),
+    dead: Number(row?.dead ?? 0),
+    orphaned: Number(row?.orphaned ?? 0),
+    relaySeenAt: readDate(row?.relay_seen_at),
+    oldestPendingAt: readDate(row?.oldest_pending_at),
+  };
+}
+
+/** A row of `<table>_config` (`partitions`, `ordering`, `serialize_writes`, `on_dead`), or none. */
+export function readConfigurationRow(rows: readonly Row[]): RecordedConfiguration | undefined {
+  const row = rows[0];
+  if (row === undefined) return undefined;
+  return {
+    partitions: Number(row.partitions),
+    ordering: String(row.ordering) as Ordering,
+    serializeWrites: row.serialize_writes === true || row.serialize_writes === 1,
+    onDead: row.on_dead === 'park' ? 'park' : 'continue',
+  };
+}
+
+/** Rows of the blocked-groups statement: each head and how many wait behind it (`waiting`). */
+export function readBlockedHeads(rows: readonly Row[], outbox: string): BlockedHead[] {
+  return rows.map((row) => ({ head: readEnvelope(row, outbox), waiting: Number(row.waiting) }));
+}
+
+/** The recorded configuration of an outbox: the same statement on both dialects but for `p`'s placeholders. */
+export function configurationOf(
+  p: Parameters,
+  configTable: string,
+  outbox: string,
+): Statement<RecordedConfiguration | undefined> {
+  return p.statement(
+    `SELECT partitions, ordering, serialize_writes, on_dead FROM ${configTable} WHERE outbox = ${p.add(outbox)}`,
+    readConfigurationRow,
+  );
 }

@@ -12,7 +12,7 @@ import {
   type Relay,
 } from '../../core/relay.js';
 import { withDeadline } from '../shared/deadline.js';
-import { KafkaSendError, laneOf, partitionId, type KafkaClientAdapter } from './kafka-client.js';
+import { KafkaSendError, laneOf, partitionId } from './kafka-client.js';
 import {
   authenticationFailure,
   classifySendFailure,
@@ -25,39 +25,13 @@ import {
   planSends,
   readyToSend,
   toRecord,
-  topicNameProblem,
   type Draft,
 } from './kafka-records.js';
 import { abandoned, Abandoned, TopicPartitions } from './kafka-topics.js';
+import { resolveOptions, type KafkaRelayOptions, type ResolvedOptions } from './kafka-options.js';
 
-export interface KafkaRelayOptions {
-  /** The client to send with: {@link platformaticProducer}`(producer)` or {@link kafkajsProducer}`(producer, { admin })`. */
-  producer: KafkaClientAdapter;
-  /**
-   * The topic: one name for the whole outbox, or a function choosing it per message (for example by
-   * `envelope.type`). The relay never creates topics.
-   */
-  topic: string | ((envelope: Envelope) => string);
-  /** Shown in logs and telemetry. Default `'kafka'`. */
-  name?: string;
-  /**
-   * The most bytes (estimated, uncompressed) the relay puts in one send, and so the largest message
-   * it sends: a bigger message fails at once with a PermanentError. Keep it at or below the topic's
-   * `max.message.bytes` (broker default 1048588). A batch larger than this goes out in several sends.
-   * Default `1_000_000`.
-   */
-  maxBytes?: number;
-  /**
-   * Whether `start()` checks that Kafka answers and, for a fixed topic, that the topic exists, and
-   * throws RELAY_MISCONFIGURED otherwise. Set `false` to let the application start while Kafka is
-   * down (messages then wait in the outbox). Default `true`.
-   */
-  startupCheck?: boolean;
-  /** Milliseconds to wait for Kafka's answer at start and for a topic's metadata. Default `10_000`. */
-  metadataTimeout?: number;
-}
+export type { KafkaRelayOptions } from './kafka-options.js';
 
-const OPTION_KEYS = new Set(['producer', 'topic', 'name', 'maxBytes', 'startupCheck', 'metadataTimeout']);
 /** How long `stop()` waits for a send still in flight, so the caller can close the producer after it. */
 const STOP_GRACE = 5_000;
 /** Errors after which the cached partition count of a topic may be wrong. */
@@ -67,15 +41,6 @@ const STALE_METADATA = [
   'LEADER_NOT_AVAILABLE',
   'FENCED_LEADER_EPOCH',
 ];
-
-interface ResolvedOptions {
-  readonly adapter: KafkaClientAdapter;
-  readonly topic: string | ((envelope: Envelope) => string);
-  readonly name: string;
-  readonly maxBytes: number;
-  readonly startupCheck: boolean;
-  readonly metadataTimeout: number;
-}
 
 /**
  * A relay to Kafka. The group key becomes the record key (no key when it is `null`), so a group stays
@@ -90,69 +55,6 @@ interface ResolvedOptions {
  */
 export function kafkaRelay(options: KafkaRelayOptions): Relay {
   return new KafkaRelay(resolveOptions(options));
-}
-
-function resolveOptions(raw: KafkaRelayOptions): ResolvedOptions {
-  if (typeof raw !== 'object' || raw === null) throw invalid('options', 'an object { producer, topic }', raw);
-  for (const key of Object.keys(raw)) {
-    if (!OPTION_KEYS.has(key))
-      throw invalid(key, `one of the known options (${[...OPTION_KEYS].join(', ')})`, 'an unknown option');
-  }
-  const adapter = raw.producer;
-  if (
-    typeof adapter !== 'object' ||
-    adapter === null ||
-    typeof adapter.send !== 'function' ||
-    typeof adapter.partitionCount !== 'function'
-  ) {
-    throw invalid(
-      'producer',
-      'platformaticProducer(producer) or kafkajsProducer(producer, { admin })',
-      adapter,
-    );
-  }
-  if (typeof raw.topic !== 'function') {
-    const problem = topicNameProblem(raw.topic);
-    if (problem !== undefined)
-      throw invalid(
-        'topic',
-        `a Kafka topic name or a function (envelope) => topic name; ${problem}`,
-        raw.topic,
-      );
-  }
-  const name = raw.name ?? 'kafka';
-  if (typeof name !== 'string' || name.length === 0) throw invalid('name', 'a non-empty string', name);
-  const startupCheck = raw.startupCheck ?? true;
-  if (typeof startupCheck !== 'boolean') throw invalid('startupCheck', 'true or false', startupCheck);
-  return Object.freeze({
-    adapter,
-    topic: raw.topic,
-    name,
-    maxBytes: integer('maxBytes', raw.maxBytes, 1_000_000, 1024, 2 ** 31 - 1),
-    startupCheck,
-    metadataTimeout: integer('metadataTimeout', raw.metadataTimeout, 10_000, 100, 600_000),
-  });
-}
-
-function integer(name: string, value: unknown, fallback: number, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    throw invalid(name, `an integer from ${min} to ${max}`, value);
-  }
-  return value;
-}
-
-function invalid(option: string, expected: string, got: unknown): OutboxerError {
-  const shown =
-    typeof got === 'function'
-      ? 'a function'
-      : typeof got === 'string' && got === 'an unknown option'
-        ? got
-        : (JSON.stringify(got) ?? String(got));
-  return new OutboxerError(
-    'INVALID_OPTIONS',
-    `kafkaRelay: options.${option} must be ${expected}; got ${shown}.`,
-  );
 }
 
 class KafkaRelay implements Relay {

@@ -2,7 +2,25 @@
  * The few parts of a `PgBoss` instance (pg-boss 10) the relay uses, described structurally so
  * that `outboxer/pg-boss` imports nothing from `pg-boss` when it is loaded.
  */
-import type { PgBossJobOptions } from './pg-boss-options.js';
+
+/**
+ * Options of one job, as pg-boss's `insert` takes them. Every one is optional; the queue's own
+ * settings (from `createQueue`) apply otherwise. `priority` reorders jobs, and `startAfter` holds
+ * them back: fine with `ordering: 'none'`, or when every job gets the same value.
+ *
+ * @example
+ * pgBossRelay({ boss, queue: 'orders', jobOptions: { retryLimit: 0, expireInSeconds: 300 } });
+ */
+export interface PgBossJobOptions {
+  priority?: number;
+  retryLimit?: number;
+  retryDelay?: number;
+  retryBackoff?: boolean;
+  startAfter?: Date | string;
+  expireInSeconds?: number;
+  keepUntil?: Date | string;
+  deadLetter?: string;
+}
 
 /** One job of an `insert` call, as the relay builds it (pg-boss's `JobInsert`). */
 export interface PgBossJobInsert extends PgBossJobOptions {

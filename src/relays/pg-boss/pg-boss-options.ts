@@ -2,27 +2,10 @@ import { OutboxerError } from '../../core/errors.js';
 import { integerOption, invalidOption, rejectUnknownKeys } from '../../core/options.js';
 import type { Envelope, Headers } from '../../core/relay.js';
 import { standardHeaders } from '../shared/headers.js';
-import type { PgBossJobInsert, PgBossLike } from './pg-boss-client.js';
+import type { PgBossJobInsert, PgBossJobOptions, PgBossLike } from './pg-boss-client.js';
 import { pgBossJobId } from './pg-boss-job-id.js';
 
-/**
- * Options of one job, as pg-boss's `insert` takes them. Every one is optional; the queue's own
- * settings (from `createQueue`) apply otherwise. `priority` reorders jobs, and `startAfter` holds
- * them back: fine with `ordering: 'none'`, or when every job gets the same value.
- *
- * @example
- * pgBossRelay({ boss, queue: 'orders', jobOptions: { retryLimit: 0, expireInSeconds: 300 } });
- */
-export interface PgBossJobOptions {
-  priority?: number;
-  retryLimit?: number;
-  retryDelay?: number;
-  retryBackoff?: boolean;
-  startAfter?: Date | string;
-  expireInSeconds?: number;
-  keepUntil?: Date | string;
-  deadLetter?: string;
-}
+export type { PgBossJobOptions } from './pg-boss-client.js';
 
 /**
  * What a job's `data` is by default: the payload, and the headers beside it.

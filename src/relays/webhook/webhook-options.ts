@@ -1,7 +1,16 @@
 import { OutboxerError } from '../../core/errors.js';
 import type { Envelope } from '../../core/relay.js';
 import { decodeSecret, SECRET_BYTES, secretRequirement } from './webhook-signature.js';
-import { FRAMING_HEADERS, headerProblem, maySecret, parseTarget, type Target } from './webhook-request.js';
+import {
+  FRAMING_HEADERS,
+  headerProblem,
+  maySecret,
+  parseTarget,
+  type Target,
+  type WebhookBody,
+} from './webhook-request.js';
+
+export type { WebhookBody } from './webhook-request.js';
 
 /** The request the relay hands to `fetch`: plain values that every fetch implementation takes. */
 export interface WebhookRequestInit {
@@ -30,20 +39,6 @@ export interface WebhookResponse {
  * webhookRelay({ url, fetch: (url, init) => undiciFetch(url, { ...init, dispatcher }) });
  */
 export type WebhookFetch = (url: string, init: WebhookRequestInit) => Promise<WebhookResponse>;
-
-/**
- * What the request body is:
- * - `'standard'`: the Standard Webhooks shape `{ "type", "timestamp", "data" }`, with the message
- *   type (`null` when it has none), when it was published (ISO 8601) and the payload;
- * - `'payload'`: the payload alone;
- * - a function: its return value, encoded as JSON.
- *
- * Default `'standard'`.
- *
- * @example
- * webhookRelay({ url, body: (m) => ({ event: m.type, id: m.id, attributes: m.payload }) });
- */
-export type WebhookBody = 'standard' | 'payload' | ((envelope: Envelope) => unknown);
 
 /**
  * Options of {@link webhookRelay}. Only `url` is required.

@@ -1,7 +1,20 @@
 import { PermanentError, redactCredentials } from '../../core/errors.js';
 import type { Envelope } from '../../core/relay.js';
 import { OUTBOXER_HEADERS, standardHeaders } from '../shared/headers.js';
-import type { WebhookBody } from './webhook-options.js';
+
+/**
+ * What the request body is:
+ * - `'standard'`: the Standard Webhooks shape `{ "type", "timestamp", "data" }`, with the message
+ *   type (`null` when it has none), when it was published (ISO 8601) and the payload;
+ * - `'payload'`: the payload alone;
+ * - a function: its return value, encoded as JSON.
+ *
+ * Default `'standard'`.
+ *
+ * @example
+ * webhookRelay({ url, body: (m) => ({ event: m.type, id: m.id, attributes: m.payload }) });
+ */
+export type WebhookBody = 'standard' | 'payload' | ((envelope: Envelope) => unknown);
 
 /** A destination URL, split into what is sent, what is shown and what is secret. */
 export interface Target {

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test, vi } from 'vitest';
-import { PollCursor } from './worker.js';
+import { PollCursor } from './cursor.js';
 
 describe('PollCursor', () => {
   afterEach(() => {

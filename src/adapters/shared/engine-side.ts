@@ -2,8 +2,11 @@ import type { DatabaseAdapter, Dialect, ListenHandlers } from '../../core/databa
 import { OutboxerError } from '../../core/errors.js';
 import { invalidOption } from '../../core/options.js';
 
-/** What runs outside the user's transactions: migrations, the relay workers and the admin API. */
-export type RelaySide = Pick<DatabaseAdapter, 'execute' | 'executeAtomically' | 'listen'>;
+/**
+ * The engine's side of an adapter: what runs outside the user's transactions (migrations, the
+ * workers of a relaying node, the admin API), on the library's own connection or `relayDatabase`.
+ */
+export type EngineSide = Pick<DatabaseAdapter, 'execute' | 'executeAtomically' | 'listen'>;
 
 /** Options every data-layer adapter accepts. */
 export interface DataLayerOptions {
@@ -38,10 +41,10 @@ const OPTION_KEYS = new Set(['relayDatabase', 'notifications']);
 export function resolveRelaySide(
   factory: string,
   dialect: Dialect,
-  own: RelaySide,
+  own: EngineSide,
   options: DataLayerOptions | undefined,
   extraKeys: readonly string[] = [],
-): RelaySide {
+): EngineSide {
   if (options === undefined) options = {};
   if (typeof options !== 'object' || options === null)
     throw invalidOption(factory, 'an options object', options);
@@ -87,7 +90,7 @@ export function resolveRelaySide(
       notifications,
     );
   }
-  const base: RelaySide = relayDatabase ?? own;
+  const base: EngineSide = relayDatabase ?? own;
   const listener = notifications ?? base;
   return {
     execute: (query) => base.execute(query),

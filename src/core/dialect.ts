@@ -1,0 +1,396 @@
+/**
+ * The seam between the engine and a database's SQL: what differs between databases, the
+ * parameters of each statement family, what each statement's rows mean once read, and the
+ * {@link Dialect} that builds them. Nothing here runs SQL; adapters do (database.ts).
+ */
+import type { QualifiedName } from './identifiers.js';
+import type { Ordering } from './options.js';
+import type { Batch, SqlQuery, Statement, StatusValue } from './sql.js';
+
+/** What differs between databases, as capabilities the engine chooses its strategy from. */
+export interface DialectCapabilities {
+  /** LISTEN/NOTIFY wake-ups. */
+  readonly notifications: boolean;
+  /** Transaction-scoped advisory locks for `serializeWrites`. */
+  readonly advisoryLocks: boolean;
+  /** Several writers at once: false means writes are serialised already (SQLite). */
+  readonly concurrentWriters: boolean;
+  /** The database rejects U+0000 in text (Postgres): such values are refused before SQL runs. */
+  readonly rejectsNulCharacters: boolean;
+  /**
+   * Polls start after a cursor (Postgres): deleted rows leave their index entries behind until
+   * vacuum, and a poll from the beginning would step over them. The dialect then reports where
+   * each poll started and implements {@link Dialect.countRewind}. Without it (SQLite, whose
+   * deletes take their index entries with them) every poll starts from the beginning, which costs
+   * nothing more and finds at once what other processes made ready below any cursor.
+   */
+  readonly pollCursor: boolean;
+}
+
+export interface InsertRow {
+  readonly outbox: string;
+  readonly partition: number;
+  readonly groupKey: string | null;
+  readonly type: string | null;
+  /** JSON text. */
+  readonly payload: string;
+  /** JSON text or null. */
+  readonly headers: string | null;
+}
+
+export interface InsertOptions {
+  /** Take a transaction-scoped lock per group key first (`serializeWrites`). */
+  readonly serialize: boolean;
+  /**
+   * NOTIFY this channel with one payload per partition (`notify`), coalesced: a transaction leaves
+   * out a payload that another publishing transaction still in flight will send when it commits,
+   * and marks itself as publishing until it ends, so that a relay can tell when it must poll again
+   * instead of waiting for a notification (see {@link PollParams.checkPublishers}).
+   */
+  readonly notify: { readonly channel: string; readonly payloads: readonly string[] } | undefined;
+}
+
+/** Ownership a worker holds on a partition; every write of the worker is fenced on it. */
+export interface LeaseToken {
+  readonly outbox: string;
+  readonly partition: number;
+  readonly owner: string;
+  readonly epoch: number;
+}
+
+export interface PollParams {
+  /**
+   * The process clock (Unix milliseconds) for dialects that keep time in the rows (SQLite); a
+   * dialect whose server has a clock of its own (Postgres) uses that one. Passed in, so that a
+   * dialect stays a pure function of its arguments.
+   */
+  readonly now: number;
+  readonly lease: LeaseToken;
+  readonly ordering: Ordering;
+  readonly limit: number;
+  /** Only ready messages with a larger id (see docs/ordering.md, "the cursor"). */
+  readonly afterId: number;
+  /**
+   * Where a database has concurrent writers (Postgres): transactions that were writing when the
+   * cursor moved past ids, each with the cursor to go back to once it has ended, since it may have
+   * committed messages below the cursor. The poll starts from the lowest such cursor of the ended
+   * ones, decided on its own snapshot, and reports where it started and the writing transactions
+   * of its snapshot ({@link PollStart}).
+   */
+  readonly watch?: PollWatch;
+  /**
+   * The partition's rewind count as the worker last saw it (`undefined` before its first poll).
+   * Statements outside the worker that make messages ready again below its cursor (`discard()`
+   * releasing a group, `retryDead()`) count a rewind on the outbox's lease rows in their own
+   * transaction ({@link Dialect.countRewind}); a poll that sees a count other than this one starts
+   * from the beginning. It reports the count and where it started ({@link PollStart}).
+   */
+  readonly rewindsSeen?: number;
+  /** Treat retries due before this time as due; `null` = now; `Infinity` = all (manual testing). */
+  readonly dueBefore: Date | null | 'infinity';
+  /** `onDead: 'park'`: a dead message blocks its group like a retrying one. */
+  readonly parkDead: boolean;
+  /**
+   * Ids the poll leaves out whichever branch would return them: messages in flight (being
+   * delivered, or acknowledged by the same statement, whose snapshot still shows them). Only
+   * dialects with {@link Dialect.acknowledgeAndPoll} take it; others refuse it.
+   */
+  readonly exclude?: readonly number[];
+  /**
+   * A notify payload (`notify`, Postgres): the poll also reports whether any transaction that
+   * publishes with this payload was in flight ({@link PollResult.publishersQuiet} false when one
+   * was). Tested after the poll's snapshot was taken, so a poll that follows a quiet one sees every
+   * message whose NOTIFY was left out in favour of one the worker has already received.
+   */
+  readonly checkPublishers?: string;
+}
+
+export interface PollWatch {
+  /** Transaction ids (xid8 as text). */
+  readonly xids: readonly string[];
+  /** The cursor to go back to when the transaction of the same index has ended. */
+  readonly rewindTo: readonly number[];
+}
+
+export interface FailedMessage {
+  readonly id: number;
+  readonly error: string;
+  readonly dead: boolean;
+  /** Milliseconds until the next attempt (ignored when dead). */
+  readonly delay: number;
+}
+
+export interface SettleParams {
+  /**
+   * The process clock (Unix milliseconds) for dialects that keep time in the rows (SQLite); a
+   * dialect whose server has a clock of its own (Postgres) uses that one. Passed in, so that a
+   * dialect stays a pure function of its arguments.
+   */
+  readonly now: number;
+  readonly lease: LeaseToken;
+  readonly delivered: readonly number[];
+  readonly failed: readonly FailedMessage[];
+  /** Groups whose blocking head left the retry state in this settle (acknowledged or dead). */
+  readonly unblockedGroups: readonly string[];
+  readonly keep: boolean;
+  /** Lease renewal, milliseconds. */
+  readonly ttl: number;
+  readonly parkDead: boolean;
+}
+
+export interface AcquireParams {
+  /**
+   * The process clock (Unix milliseconds) for dialects that keep time in the rows (SQLite); a
+   * dialect whose server has a clock of its own (Postgres) uses that one. Passed in, so that a
+   * dialect stays a pure function of its arguments.
+   */
+  readonly now: number;
+  readonly outbox: string;
+  readonly partition: number;
+  readonly owner: string;
+  readonly ttl: number;
+}
+
+/** What every node of an outbox must agree on, recorded in `<table>_config`. */
+export interface RecordedConfiguration {
+  readonly partitions: number;
+  readonly ordering: Ordering;
+  readonly serializeWrites: boolean;
+  readonly onDead: 'continue' | 'park';
+}
+
+/** A message as a poll or a listing reads it, with the engine's bookkeeping. */
+export interface PolledEnvelope {
+  readonly id: number;
+  readonly outbox: string;
+  readonly type: string | null;
+  readonly groupKey: string | null;
+  readonly partition: number;
+  readonly payload: unknown;
+  readonly headers: Record<string, string>;
+  readonly attempts: number;
+  readonly lastError: string | null;
+  readonly nextAttemptAt: Date | null;
+  readonly failingSince: Date | null;
+  readonly insertedAt: Date;
+  /** Internal: the status the message had when read. */
+  readonly status: StatusValue;
+  /** Internal: a ready message whose group is blocked by a retrying head. */
+  readonly blocked: boolean;
+}
+
+/**
+ * A polled message before its payload is parsed: a round chooses its batch from these, and parses
+ * only what it delivers, a slice at a time.
+ */
+export interface PolledMessage {
+  readonly id: number;
+  readonly status: StatusValue;
+  /** A ready message whose group is blocked by a retrying (or parked) head. */
+  readonly blocked: boolean;
+  readonly groupKey: string | null;
+  /** Parses the payload and headers. */
+  envelope(): PolledEnvelope;
+}
+
+/** Where a poll started, on dialects that keep a cursor ({@link DialectCapabilities.pollCursor}). */
+export interface PollStart {
+  /** The cursor the poll read after. */
+  readonly afterId: number;
+  /** The writing transactions of the poll's snapshot (xid8 as text). */
+  readonly inFlight: readonly string[];
+  /** The partition's rewind count, when the poll was asked to watch it. */
+  readonly rewinds: number | undefined;
+}
+
+export interface PollResult {
+  /** In id order. */
+  readonly messages: readonly PolledMessage[];
+  /** `undefined` on dialects without a cursor. */
+  readonly start: PollStart | undefined;
+  /** With {@link PollParams.checkPublishers}: no publishing transaction was in flight. */
+  readonly publishersQuiet: boolean;
+}
+
+/** An acknowledgement with the next poll: `undefined` when the lease was lost (nothing written). */
+export type AcknowledgedPoll = PollResult | undefined;
+
+export interface SettleResult {
+  /** False when the lease was lost: nothing was written. */
+  readonly leaseHeld: boolean;
+  /** Ids released from `held` because their group was unblocked. */
+  readonly released: readonly number[];
+}
+
+export interface Heartbeat {
+  /** Relaying nodes of this outbox, this one included. */
+  readonly liveNodes: number;
+  /** Partitions leased by a live owner. */
+  readonly leases: ReadonlyArray<{ readonly partition: number; readonly owner: string }>;
+}
+
+export interface NextRetry {
+  /** Unix milliseconds of the partition's earliest retry, or `null` when none waits. */
+  readonly at: number | null;
+  /** The database's clock, Unix milliseconds, to measure `at` against. */
+  readonly now: number;
+}
+
+/** What `counts()` reports, straight from the database. */
+export interface CountFigures {
+  readonly pending: number;
+  readonly delivered: number;
+  readonly dead: number;
+  readonly orphaned: number;
+  readonly relaySeenAt: Date | null;
+  readonly oldestPendingAt: Date | null;
+}
+
+/** What a recount corrected: rows minus tallies, per status. */
+export interface TallyDrift {
+  readonly pending: number;
+  readonly dead: number;
+  readonly delivered: number;
+}
+
+/** The head of a blocked group, with how many messages wait behind it. */
+export interface BlockedHead {
+  readonly head: PolledEnvelope;
+  readonly waiting: number;
+}
+
+/**
+ * All the SQL of one database, as pure functions returning statements that carry the readers of
+ * their own rows. One implementation per dialect folder; nothing else in the package writes SQL
+ * for the engine, and nothing else reads the columns it names.
+ */
+export interface Dialect {
+  // Methods that write or compare times take `now` (see PollParams.now) for the same reason.
+  readonly name: 'postgres' | 'sqlite';
+  readonly capabilities: DialectCapabilities;
+  /** DDL for a message table and its companions, in order; idempotent. */
+  schema(table: QualifiedName): string[];
+  /** Statements that make concurrent `migrate()` calls wait for each other, run first in the migration transaction. */
+  migrationLock(): SqlQuery[];
+  /** The ids of the inserted rows, ascending (the order of `rows`). */
+  insert(table: QualifiedName, rows: readonly InsertRow[], options: InsertOptions): Statement<number[]>;
+  poll(table: QualifiedName, params: PollParams): Statement<PollResult>;
+  /**
+   * Where polls keep a cursor ({@link DialectCapabilities.pollCursor}): counts a rewind on every
+   * lease row of an outbox (see {@link PollParams.rewindsSeen}). Run first
+   * in the transaction that makes messages ready below the workers' cursors: it locks the lease
+   * rows before any message row, the order a worker's settle takes them in.
+   */
+  countRewind?(table: QualifiedName, outbox: string): Statement<void>;
+  /** Moves ready messages of blocked groups out of the poll's way (`held`), re-checking the block; the ids held. */
+  hold(
+    table: QualifiedName,
+    lease: LeaseToken,
+    ids: readonly number[],
+    groups: readonly string[],
+    parkDead: boolean,
+  ): Statement<number[]>;
+  /** The earliest retry time of a partition, to sleep no longer than needed. */
+  nextRetryAt(table: QualifiedName, outbox: string, partition: number): Statement<NextRetry>;
+  /**
+   * Statements, in one transaction, that acknowledge, retry, dead-letter and unblock, fenced on the
+   * lease. A single statement is run on its own, without a transaction around it. An
+   * acknowledge-only settle need not wait for its commit to be durable (Postgres commits it
+   * asynchronously): a crash that forgets it only delivers its messages again.
+   */
+  settle(table: QualifiedName, params: SettleParams): Batch<SettleResult>;
+  /**
+   * Optional, where a round trip costs more than the statement (a server database): an
+   * acknowledge-only settle (everything delivered, nothing failed, no group unblocked) and the next
+   * poll in one statement. The poll's `exclude` must hold every acknowledged id. The engine also
+   * relies on it to poll while a batch is being delivered.
+   */
+  acknowledgeAndPoll?(
+    table: QualifiedName,
+    settle: SettleParams,
+    poll: PollParams,
+  ): Statement<AcknowledgedPoll>;
+  /** The new lease's epoch, or `undefined` when another live owner holds the partition. */
+  acquireLease(table: QualifiedName, params: AcquireParams): Statement<number | undefined>;
+  /** False when the lease was lost. */
+  renewLease(table: QualifiedName, lease: LeaseToken, ttl: number, now: number): Statement<boolean>;
+  releaseLease(table: QualifiedName, lease: LeaseToken): Statement<void>;
+  /** Heartbeat of a relaying node, and what it sees of the others. */
+  heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: number, now: number): Batch<Heartbeat>;
+  removeNode(table: QualifiedName, outbox: string, nodeId: string): Statement<void>;
+  /**
+   * The figures of `counts()`: `orphaned` are pending rows in partitions at or above `partitions`,
+   * which no worker reads. With `upTo`, each status is counted only up to `upTo` rows (a sum of
+   * them may exceed it); a dialect that keeps tallies may ignore it and count exactly.
+   */
+  counts(table: QualifiedName, outbox: string, partitions: number, upTo?: number): Statement<CountFigures>;
+  /**
+   * Where `counts()` sums tallies that each change writes with it, rather than counting rows: the
+   * upkeep the node holding partition 0 runs at every coordination tick. `compact` sums the
+   * tallies into one row a partition; `recount`, when the outbox's last recount (recorded in the
+   * database) is `everyMs` old, adds what the rows and the tallies differ by and returns it, or
+   * `undefined` when not due.
+   */
+  tallies?: {
+    compact(table: QualifiedName, outbox: string): Statement<void>;
+    recount(table: QualifiedName, outbox: string, everyMs: number): Statement<TallyDrift | undefined>;
+  };
+  /** The recorded configuration of an outbox, or `undefined`. */
+  readConfiguration(table: QualifiedName, outbox: string): Statement<RecordedConfiguration | undefined>;
+  /**
+   * Records an outbox's configuration, replacing the recorded one; with `onlyIfAbsent`, only when
+   * none is recorded (of two nodes starting together on a fresh table, the first insert wins).
+   */
+  writeConfiguration(
+    table: QualifiedName,
+    outbox: string,
+    configuration: RecordedConfiguration,
+    now: number,
+    onlyIfAbsent?: boolean,
+  ): Statement<void>;
+  /** The server version as a number (Postgres 150004, SQLite 3045001). */
+  serverVersion(): Statement<number>;
+  /** The oldest server version the SQL needs, in the same form, and its name for messages. */
+  readonly minimumVersion: { readonly number: number; readonly name: string };
+  list(
+    table: QualifiedName,
+    outbox: string,
+    which: 'pending' | 'dead',
+    limit: number,
+  ): Statement<PolledEnvelope[]>;
+  /**
+   * Dead messages back to pending; with `parkDead`, as due retries, so they still block their
+   * group until delivered. How many were revived.
+   */
+  retryDead(
+    table: QualifiedName,
+    outbox: string,
+    ids: readonly number[] | undefined,
+    parkDead: boolean,
+    now: number,
+  ): Statement<number>;
+  /** Removes messages; how many. */
+  discard(table: QualifiedName, outbox: string, ids: readonly number[]): Statement<number>;
+  /** Releases held messages whose group no longer has a blocking head (after an admin change). */
+  releaseOrphanedHolds(table: QualifiedName, outbox: string, parkDead: boolean): Statement<void>;
+  /** Groups held by a retrying (or parked dead) head, oldest head first. */
+  blockedGroups(
+    table: QualifiedName,
+    outbox: string,
+    limit: number,
+    parkDead: boolean,
+  ): Statement<BlockedHead[]>;
+  /** Deletes one batch of delivered rows older than the retention window; how many. */
+  prune(
+    table: QualifiedName,
+    outbox: string,
+    olderThanSeconds: number,
+    limit: number,
+    now: number,
+  ): Batch<number>;
+  /**
+   * The table or column a database error message says is missing (`"t_tallies"`, `"rewinds" of
+   * "t_leases"`), or `undefined` for any other message: what `migrate()` has not created yet.
+   */
+  missingSchemaObject(message: string): string | undefined;
+}

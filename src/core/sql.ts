@@ -1,0 +1,53 @@
+/**
+ * What SQL is to the engine: text with its parameters, and a statement that carries the reader of
+ * its own rows, so that the column aliases a dialect writes are read by that dialect alone.
+ */
+
+/** SQL text and its parameters. Values always travel as parameters, never in the text. */
+export interface SqlQuery {
+  readonly text: string;
+  readonly values: readonly unknown[];
+  /**
+   * One of the few fixed texts run again and again (the publish INSERT; the relay's poll,
+   * acknowledge, settle, lease renewal): an adapter that can may send it as a prepared statement,
+   * parsed and planned once per connection.
+   */
+  readonly prepare?: boolean;
+}
+
+export type Row = Record<string, unknown>;
+
+/** A statement and the reader of its rows: `statement.read(await adapter.execute(statement))`. */
+export interface Statement<R> extends SqlQuery {
+  read(rows: readonly Row[]): R;
+}
+
+/**
+ * Statements run in one transaction, in order, and the reader of all their rows (one array per
+ * statement, as `executeAtomically` returns them). An array, so that it runs as it is.
+ */
+export type Batch<R> = readonly SqlQuery[] & {
+  read(results: readonly (readonly Row[])[]): R;
+};
+
+/** Pairs a query with its reader. */
+export function statement<R>(query: SqlQuery, read: (rows: readonly Row[]) => R): Statement<R> {
+  return { ...query, read };
+}
+
+/** A statement whose rows nobody reads. */
+export function unread(query: SqlQuery): Statement<void> {
+  return { ...query, read: () => undefined };
+}
+
+/** Pairs statements run together with the reader of their rows. */
+export function batch<R>(
+  queries: readonly SqlQuery[],
+  read: (results: readonly (readonly Row[])[]) => R,
+): Batch<R> {
+  return Object.assign([...queries], { read });
+}
+
+/** The `status` column's values, in SQL text and in code alike. */
+export const Status = { ready: 0, retry: 1, held: 2, dead: 3, delivered: 4 } as const;
+export type StatusValue = (typeof Status)[keyof typeof Status];

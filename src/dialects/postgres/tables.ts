@@ -1,0 +1,27 @@
+import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
+
+/**
+ * The quoted names of a message table's companions, as every statement family writes them. Status
+ * values: `Status` of src/core/sql.ts (ready, retry, held, dead, delivered; see docs/ordering.md).
+ * Each statement's comment names the index it reads.
+ */
+export interface Tables {
+  readonly messages: string;
+  readonly leases: string;
+  readonly nodes: string;
+  readonly tallies: string;
+}
+
+export function tables(table: QualifiedName): Tables {
+  return {
+    messages: quoteName(table),
+    leases: quoteName(companion(table, 'leases')),
+    nodes: quoteName(companion(table, 'nodes')),
+    tallies: quoteName(companion(table, 'tallies')),
+  };
+}
+
+/** `<table>_config`: what every node of an outbox agrees on, and when it last recounted. */
+export function configTable(table: QualifiedName): string {
+  return quoteName(companion(table, 'config'));
+}

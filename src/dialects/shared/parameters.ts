@@ -1,0 +1,42 @@
+import type { Row, SqlQuery, Statement } from '../../core/sql.js';
+
+/**
+ * The one owner of a statement's placeholders: each value added gets the next placeholder, so text
+ * and values cannot drift apart. Postgres numbers them (`$1`, `$2`…; keep the returned placeholder
+ * to use a value twice), SQLite takes them in order (`?`; add a value again to use it twice).
+ * Build the text in one template literal, left to right, so that positional values line up.
+ */
+export class Parameters {
+  readonly values: unknown[] = [];
+
+  private constructor(private readonly numbered: boolean) {}
+
+  /** `$1`, `$2`…: Postgres. */
+  static numbered(): Parameters {
+    return new Parameters(true);
+  }
+
+  /** `?` in order: SQLite. */
+  static positional(): Parameters {
+    return new Parameters(false);
+  }
+
+  /** Adds a value and returns its placeholder. */
+  add(value: unknown): string {
+    this.values.push(value);
+    return this.numbered ? `$${this.values.length}` : '?';
+  }
+
+  /** Adds a value as JSON text (arrays for `json_each`, `unnest` of a JSON array). */
+  json(value: unknown): string {
+    return this.add(JSON.stringify(value));
+  }
+
+  query(text: string, prepare = false): SqlQuery {
+    return prepare ? { text, values: this.values, prepare } : { text, values: this.values };
+  }
+
+  statement<R>(text: string, read: (rows: readonly Row[]) => R, prepare = false): Statement<R> {
+    return { ...this.query(text, prepare), read };
+  }
+}

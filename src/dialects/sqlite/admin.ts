@@ -1,0 +1,147 @@
+import type { BlockedHead, CountFigures, PolledEnvelope, RecordedConfiguration } from '../../core/dialect.js';
+import type { QualifiedName } from '../../core/identifiers.js';
+import { Status, unread, type SqlQuery, type Statement } from '../../core/sql.js';
+import { configurationOf, readBlockedHeads, readCountFigures, readEnvelope } from '../shared/columns.js';
+import { Parameters } from '../shared/parameters.js';
+import { blocking, COLUMNS } from './shared.js';
+import { configTable, tables } from './tables.js';
+
+/**
+ * Administration: what `counts()`, the listings, `retryDead()`, `discard()`, `blockedGroups()`,
+ * the recorded configuration and `migrate()` run, outside any worker. None of these is fenced on a
+ * lease; SQLite has one writer at a time, and keeps no cursor that a revived message could fall
+ * below.
+ */
+
+/** The migration runs in a BEGIN IMMEDIATE transaction, which already excludes other writers. */
+export function migrationLock(): SqlQuery[] {
+  return [];
+}
+
+/** `major * 1000000 + minor * 1000 + patch`, from `sqlite_version()`. */
+export function serverVersion(): Statement<number> {
+  return Parameters.positional().statement(
+    `SELECT CAST(substr(v, 1, instr(v, '.') - 1) AS INTEGER) * 1000000 + CAST(substr(r, 1, instr(r, '.') - 1) AS INTEGER) * 1000 + CAST(substr(r, instr(r, '.') + 1) AS INTEGER) AS version
+FROM (SELECT sqlite_version() || '.0' AS v, substr(sqlite_version() || '.0', instr(sqlite_version(), '.') + 1) AS r)`,
+    (rows) => Number(rows[0]?.version),
+  );
+}
+
+/** The table or column a database error message says is missing, as `migrate()` would create it. */
+export function missingSchemaObject(message: string): string | undefined {
+  return (
+    /no such table: (\S+)/.exec(message)?.[1] ??
+    /table (\S+ has no column named \S+)/.exec(message)?.[1] ??
+    /no such column: (\S+)/.exec(message)?.[1]
+  );
+}
+
+export function counts(
+  table: QualifiedName,
+  outbox: string,
+  partitions: number,
+  upTo?: number,
+): Statement<CountFigures> {
+  const { messages, nodes } = tables(table);
+  const p = Parameters.positional();
+  const read = readCountFigures;
+  if (upTo !== undefined) {
+    // Each status counted from its own index, stopping after `upTo` rows.
+    const count = (where: () => string) =>
+      `(SELECT count(*) FROM (SELECT 1 FROM ${messages} WHERE outbox = ${p.add(outbox)} AND ${where()} LIMIT ${p.add(upTo)}))`;
+    return p.statement(
+      `SELECT ${count(() => `status < ${Status.dead}`)} AS pending, ${count(() => `status = ${Status.delivered}`)} AS delivered, ${count(() => `status = ${Status.dead}`)} AS dead,
+  ${count(() => `status < ${Status.dead} AND partition >= ${p.add(partitions)}`)} AS orphaned,
+  (SELECT inserted_at FROM ${messages} WHERE outbox = ${p.add(outbox)} AND status < ${Status.dead} ORDER BY id LIMIT 1) AS oldest_pending_at,
+  (SELECT max(last_seen) FROM ${nodes} WHERE outbox = ${p.add(outbox)}) AS relay_seen_at`,
+      read,
+    );
+  }
+  return p.statement(
+    `SELECT count(*) FILTER (WHERE status < ${Status.dead}) AS pending, count(*) FILTER (WHERE status = ${Status.delivered}) AS delivered,
+  count(*) FILTER (WHERE status = ${Status.dead}) AS dead, min(inserted_at) FILTER (WHERE status < ${Status.dead}) AS oldest_pending_at, count(*) FILTER (WHERE status < ${Status.dead} AND partition >= ${p.add(partitions)}) AS orphaned,
+  (SELECT max(last_seen) FROM ${nodes} WHERE outbox = ${p.add(outbox)}) AS relay_seen_at
+FROM ${messages} WHERE outbox = ${p.add(outbox)}`,
+    read,
+  );
+}
+
+export function list(
+  table: QualifiedName,
+  outbox: string,
+  which: 'pending' | 'dead',
+  limit: number,
+): Statement<PolledEnvelope[]> {
+  const p = Parameters.positional();
+  const filter = which === 'pending' ? `status < ${Status.dead}` : `status = ${Status.dead}`;
+  return p.statement(
+    `SELECT ${COLUMNS}, 0 AS blocked FROM ${tables(table).messages} WHERE outbox = ${p.add(outbox)} AND ${filter} ORDER BY id LIMIT ${p.add(limit)}`,
+    (rows) => rows.map((row) => readEnvelope(row, outbox)),
+  );
+}
+
+export function retryDead(
+  table: QualifiedName,
+  outbox: string,
+  ids: readonly number[] | undefined,
+  parkDead: boolean,
+  now: number,
+): Statement<number> {
+  const p = Parameters.positional();
+  const status = parkDead
+    ? `CASE WHEN group_key IS NULL THEN ${Status.ready} ELSE ${Status.retry} END`
+    : `${Status.ready}`;
+  return p.statement(
+    `UPDATE ${tables(table).messages} SET status = ${status}, attempts = 0, next_attempt_at = ${parkDead ? `CASE WHEN group_key IS NULL THEN NULL ELSE ${p.add(now)} END` : 'NULL'}, failing_since = NULL WHERE status = ${Status.dead} ${ids === undefined ? '' : `AND id IN (SELECT value FROM json_each(${p.json(ids)}))`} AND outbox = ${p.add(outbox)} RETURNING id`,
+    (rows) => rows.length,
+  );
+}
+
+export function discard(table: QualifiedName, outbox: string, ids: readonly number[]): Statement<number> {
+  const p = Parameters.positional();
+  return p.statement(
+    `DELETE FROM ${tables(table).messages} WHERE outbox = ${p.add(outbox)} AND id IN (SELECT value FROM json_each(${p.json(ids)})) AND status <> ${Status.delivered} RETURNING id`,
+    (rows) => rows.length,
+  );
+}
+
+export function blockedGroups(
+  table: QualifiedName,
+  outbox: string,
+  limit: number,
+  parkDead: boolean,
+): Statement<BlockedHead[]> {
+  const { messages } = tables(table);
+  const p = Parameters.positional();
+  return p.statement(
+    `SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since,
+  (SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (${Status.ready}, ${Status.held}) AND w.id > h.id) AS waiting
+FROM ${messages} h WHERE h.outbox = ${p.add(outbox)} AND h.group_key IS NOT NULL AND h.status ${blocking(parkDead)}
+ORDER BY h.id LIMIT ${p.add(limit)}`,
+    (rows) => readBlockedHeads(rows, outbox),
+  );
+}
+
+export function readConfiguration(
+  table: QualifiedName,
+  outbox: string,
+): Statement<RecordedConfiguration | undefined> {
+  return configurationOf(Parameters.positional(), configTable(table), outbox);
+}
+
+export function writeConfiguration(
+  table: QualifiedName,
+  outbox: string,
+  c: RecordedConfiguration,
+  now: number,
+  onlyIfAbsent = false,
+): Statement<void> {
+  const p = Parameters.positional();
+  const conflict = onlyIfAbsent
+    ? 'DO NOTHING'
+    : 'DO UPDATE SET partitions = excluded.partitions, ordering = excluded.ordering, serialize_writes = excluded.serialize_writes, on_dead = excluded.on_dead, updated_at = excluded.updated_at';
+  return unread(
+    p.query(`INSERT INTO ${configTable(table)} (outbox, partitions, ordering, serialize_writes, on_dead, updated_at) VALUES (${p.add(outbox)}, ${p.add(c.partitions)}, ${p.add(c.ordering)}, ${p.add(c.serializeWrites ? 1 : 0)}, ${p.add(c.onDead)}, ${p.add(now)})
+ON CONFLICT (outbox) ${conflict}`),
+  );
+}
