@@ -636,13 +636,14 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   async discard(outbox: string, ids: readonly number[]): Promise<number> {
     const o = this.outbox(outbox);
     const { dialect } = this.adapter;
+    const checked = checkIds(ids);
     await this.agreeOnDeadMessages(o);
     // A group that moves on gets its held messages back, below the workers' cursors: before any
     // later message of the group is polled, the count sends each worker back to the beginning.
     const first = rewind(dialect, o);
     const results = await this.adapter.executeAtomically([
       ...first,
-      dialect.discard(o.table, o.name, checkIds(ids)),
+      dialect.discard(o.table, o.name, checked),
       dialect.releaseOrphanedHolds(o.table, o.name, o.onDead === 'park'),
     ]);
     return results[first.length]!.length;
