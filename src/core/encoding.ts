@@ -64,6 +64,13 @@ function checkText(outbox: string, what: string, value: string, capabilities: Di
   }
 }
 
+/** Relays send the group key and the type as headers, and a header line ends at CR or LF. */
+function checkLine(outbox: string, what: string, value: string): void {
+  if (/[\r\n]/.test(value)) {
+    throw invalid(outbox, `${what} contains a CR or LF character, which relays cannot send as a header.`);
+  }
+}
+
 function checkGroupKey(outbox: string, key: unknown, capabilities: DialectCapabilities): string | null {
   if (key === null || key === undefined) return null;
   if (typeof key !== 'string') {
@@ -72,6 +79,7 @@ function checkGroupKey(outbox: string, key: unknown, capabilities: DialectCapabi
   if (key.length === 0)
     throw invalid(outbox, 'groupKey must not be empty; use null for an unordered message.');
   checkText(outbox, 'groupKey', key, capabilities);
+  checkLine(outbox, 'groupKey', key);
   if (Buffer.byteLength(key, 'utf8') > MAX_GROUP_KEY_BYTES) {
     throw invalid(
       outbox,
@@ -87,6 +95,7 @@ function checkType(outbox: string, type: unknown, capabilities: DialectCapabilit
     throw invalid(outbox, `type must be a non-empty string of at most ${MAX_TYPE_LENGTH} characters.`);
   }
   checkText(outbox, 'type', type, capabilities);
+  checkLine(outbox, 'type', type);
   return type;
 }
 
@@ -159,7 +168,8 @@ function describeObject(value: object): string {
 
 /** Names every relay sets itself (`outboxer-id`, …): a message may not carry any of the prefix. */
 export const RESERVED_HEADER_PREFIX = 'outboxer-';
-const MAX_HEADER_NAME_LENGTH = 256;
+// AMQP's limit for a header name (a short string), the strictest of the brokers.
+const MAX_HEADER_NAME_BYTES = 255;
 // Control characters, whitespace and ':' break HTTP, NATS and AMQP framing of a header name.
 const BAD_HEADER_NAME = /[\x00-\x20\x7f:]/;
 // CR, LF and NUL end a header line early (HTTP, NATS): a relay could never send such a value.
@@ -188,14 +198,15 @@ function encodeHeaders(
   shared: unknown,
   capabilities: DialectCapabilities,
 ): string | null {
-  const merged: Record<string, unknown> = {};
+  // Without a prototype, an own "__proto__" header is a header like any other, not a setter.
+  const merged: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
   for (const [what, headers] of [
     ['publishHeaders()', shared],
     ['headers', own],
   ] as const) {
     if (headers === undefined || headers === null) continue;
     if (!isPlainObject(headers)) throw invalid(outbox, notPlainHeaders(what, headers));
-    Object.assign(merged, headers);
+    for (const [name, value] of Object.entries(headers)) merged[name] = value;
   }
   const entries = Object.entries(merged);
   if (entries.length === 0) return null;
@@ -211,10 +222,14 @@ function checkHeader(outbox: string, name: string, value: unknown, capabilities:
   const shown = JSON.stringify(name);
   if (typeof value !== 'string')
     throw invalid(outbox, `header ${shown} must be a string; got ${typeof value}.`);
-  if (name.length === 0 || name.length > MAX_HEADER_NAME_LENGTH || BAD_HEADER_NAME.test(name)) {
+  if (
+    name.length === 0 ||
+    Buffer.byteLength(name, 'utf8') > MAX_HEADER_NAME_BYTES ||
+    BAD_HEADER_NAME.test(name)
+  ) {
     throw invalid(
       outbox,
-      `header name ${shown} must be 1 to ${MAX_HEADER_NAME_LENGTH} characters without spaces, control characters or ':'.`,
+      `header name ${shown} must be 1 to ${MAX_HEADER_NAME_BYTES} bytes (UTF-8) without spaces, control characters or ':'.`,
     );
   }
   if (name.toLowerCase().startsWith(RESERVED_HEADER_PREFIX)) {

@@ -43,11 +43,17 @@ export function listLimit(limit: unknown): number {
 
 /** Message ids for `retryDead` and `discard`: positive safe integers, at most {@link MAX_IDS}. */
 export function checkIds(ids: unknown): number[] {
-  if (!Array.isArray(ids) || !ids.every((id) => Number.isSafeInteger(id) && (id as number) > 0)) {
+  if (!Array.isArray(ids) || !everyIndex(ids, (id) => Number.isSafeInteger(id) && (id as number) > 0)) {
     throw invalidOption('ids', 'an array of message ids (positive integers)', ids);
   }
   if (ids.length > MAX_IDS) {
     throw invalidOption('ids', `at most ${MAX_IDS} ids a call (call again for the rest)`, ids);
   }
   return [...(ids as number[])];
+}
+
+/** Like `every`, but a hole of a sparse array counts as `undefined` instead of being skipped. */
+function everyIndex(values: readonly unknown[], test: (value: unknown) => boolean): boolean {
+  for (let i = 0; i < values.length; i += 1) if (!test(values[i])) return false;
+  return true;
 }

@@ -65,7 +65,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
         database,
       );
     }
-    this.settings = resolveInstance(options as unknown as Record<string, unknown>);
+    this.settings = resolveInstance({ ...options });
     if (options.publishHeaders !== undefined && typeof options.publishHeaders !== 'function') {
       throw invalidOption('publishHeaders', 'a function returning headers', options.publishHeaders);
     }

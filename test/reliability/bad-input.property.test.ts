@@ -40,12 +40,18 @@ function expectedCodes(input: Input, postgres: boolean): Set<ErrorCode> {
   const badText = (s: string): boolean => !s.isWellFormed() || (postgres && s.includes('\0'));
   const key = input.groupKey;
   if (key !== null && key !== undefined) {
-    if (typeof key !== 'string' || key === '' || badText(key) || Buffer.byteLength(key) > 512)
+    if (
+      typeof key !== 'string' ||
+      key === '' ||
+      badText(key) ||
+      /[\r\n]/.test(key) ||
+      Buffer.byteLength(key) > 512
+    )
       codes.add('INVALID_MESSAGE');
   }
   const type = input.type;
   if (type !== null && type !== undefined) {
-    if (typeof type !== 'string' || type === '' || type.length > 200 || badText(type))
+    if (typeof type !== 'string' || type === '' || type.length > 200 || badText(type) || /[\r\n]/.test(type))
       codes.add('INVALID_MESSAGE');
   }
   let json: string | undefined;
@@ -64,7 +70,7 @@ function expectedCodes(input: Input, postgres: boolean): Set<ErrorCode> {
     else {
       const entries = Object.entries(headers);
       const badName = (k: string) =>
-        k.length === 0 || k.length > 256 || /[\x00-\x20\x7f:]/.test(k) || /^outboxer-/i.test(k);
+        k.length === 0 || Buffer.byteLength(k) > 255 || /[\x00-\x20\x7f:]/.test(k) || /^outboxer-/i.test(k);
       if (
         entries.some(
           ([k, v]) => typeof v !== 'string' || badText(k) || badText(v) || badName(k) || /[\r\n\0]/.test(v),

@@ -23,10 +23,16 @@ export interface AmqpMessage {
 }
 
 /**
+ * Header names RabbitMQ takes as extra routing keys (sender-selected distribution, case-sensitive):
+ * as text they close the channel, failing every message in flight with it, again at every retry.
+ */
+const SENDER_SELECTED = ['CC', 'BCC'] as const;
+
+/**
  * Builds the AMQP message of an envelope: the JSON payload as body, `message_id` = outbox id (or `messageId`),
  * persistent, `application/json`, `type` = message type, the standard outboxer headers and
  * `timestamp` = insertion time (seconds). Throws {@link PermanentError} for a routing key or
- * message id the broker cannot take.
+ * message id the broker cannot take, and for a `CC` or `BCC` header.
  */
 export function toAmqpMessage(envelope: Envelope, options: ResolvedRabbitMqOptions): AmqpMessage {
   let routingKey: unknown;
@@ -43,12 +49,20 @@ export function toAmqpMessage(envelope: Envelope, options: ResolvedRabbitMqOptio
       `rabbitmqRelay.routingKey returned ${typeof routingKey === 'string' ? `a key of ${Buffer.byteLength(routingKey, 'utf8')} bytes` : typeof routingKey} for message ${envelope.id}; AMQP routing keys are strings of at most ${AMQP_SHORT_STRING_BYTES} bytes (use a shorter group key, or a routingKey function).`,
     );
   }
+  const headers = standardHeaders(envelope);
+  for (const name of SENDER_SELECTED) {
+    if (Object.hasOwn(headers, name)) {
+      throw new PermanentError(
+        `Message ${envelope.id} has a header named "${name}", which RabbitMQ reads as sender-selected distribution (a list of routing keys) and refuses as text, closing the channel. Rename it when publishing.`,
+      );
+    }
+  }
   const properties: AmqpPublishProperties = {
     messageId: messageIdOf(envelope, options),
     persistent: true,
     contentType: 'application/json',
     timestamp: Math.floor(envelope.insertedAt.getTime() / 1000),
-    headers: standardHeaders(envelope),
+    headers,
     mandatory: options.mandatory,
   };
   if (envelope.type !== null) properties.type = envelope.type;

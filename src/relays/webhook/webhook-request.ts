@@ -112,7 +112,8 @@ export function headerProblem(name: string, value: string): string | undefined {
  * such as `customer:Müller` does not make its messages unsendable (HTTP headers are bytes).
  */
 export function encodeHeaderText(value: string): string {
-  return /^[\x20-\x24\x26-\x7E]*$/.test(value) ? value : encodeURIComponent(value);
+  // Leading or trailing spaces would be trimmed on the way: encoded, they come back.
+  return /^[\x20-\x24\x26-\x7E]*$/.test(value) && value.trim() === value ? value : encodeURIComponent(value);
 }
 
 /** Everything the request carries besides the signature, in increasing precedence. */
