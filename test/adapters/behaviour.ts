@@ -314,6 +314,28 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
 
     if (harness.dialect !== 'postgres') return;
 
+    test('publish after a failed statement of the transaction is NOT_IN_TRANSACTION: roll it back', async () => {
+      const outboxer = await manual({ relay: functionRelay(async () => undefined) });
+      let error: unknown;
+      await opened.rollback(async (tx) => {
+        // The statement fails through the adapter itself, so the suite needs nothing of the library.
+        const failing = { text: 'SELECT 1 / 0', values: [] };
+        await Promise.resolve(opened.database.executeInTransaction(tx, failing)).catch(() => undefined);
+        try {
+          await outboxer.publish(tx, 'events', { n: 1 });
+        } catch (caught) {
+          error = caught;
+        }
+      });
+      expect(isOutboxerError(error) && error.code).toBe('NOT_IN_TRANSACTION');
+      expect((error as Error).message).toMatch(/transaction that already failed.*must be rolled back/);
+      // The database's own error, where the INSERT reached it (pg may refuse before, from the client's status).
+      const causes: string[] = [];
+      for (let e = (error as Error).cause; e instanceof Error; e = e.cause) causes.push(e.message);
+      if (causes.length > 0) expect(causes.join('\n')).toMatch(/current transaction is aborted/);
+      expect(await outboxer.counts('events')).toMatchObject({ pending: 0 });
+    });
+
     test('serializeWrites: a second transaction publishing to the same group waits until the first commits', async () => {
       const outboxer = await manual({ relay: functionRelay(async () => undefined), serializeWrites: true });
       const group = `serial-${Math.random().toString(36).slice(2)}`;

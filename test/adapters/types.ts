@@ -21,7 +21,7 @@ import { drizzle } from 'outboxer/drizzle';
 import { knex } from 'outboxer/knex';
 import { kysely } from 'outboxer/kysely';
 import { mikroOrm } from 'outboxer/mikro-orm';
-import { nodePostgres } from 'outboxer/pg';
+import { nodePostgres, type PgTransactionClient } from 'outboxer/pg';
 import { postgresJs } from 'outboxer/postgres-js';
 import { prisma } from 'outboxer/prisma';
 import { typeorm } from 'outboxer/typeorm';
@@ -122,4 +122,10 @@ export async function pgTypes(pool: pg.Pool, client: pg.PoolClient) {
   expectTypeOf(outboxer.publish(client, 'orders', {})).toEqualTypeOf<Promise<number>>();
   // @ts-expect-error a pg Pool is not the client of a transaction
   await outboxer.publish(pool, 'orders', {});
+  // @ts-expect-error nor for publishMany
+  await outboxer.publishMany(pool, [{ outbox: 'orders', payload: {} }]);
+  // tsc names the type of PgTransactionClient's totalCount when it refuses a Pool: it says what to pass.
+  type PoolGuidance = NonNullable<PgTransactionClient['totalCount']>;
+  expectTypeOf<PoolGuidance>().not.toBeNever();
+  expectTypeOf<PoolGuidance>().toExtend<`pg.Pool is not a transaction: ${string}pool.connect()${string}BEGIN${string}`>();
 }

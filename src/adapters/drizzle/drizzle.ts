@@ -8,6 +8,7 @@ import { nodePostgres, type PgPoolLike } from '../pg/node-postgres.js';
 import { postgresJs, type PostgresJsSql } from '../postgres-js/postgres-js.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
+import { explainingFailedTransaction } from '../shared/failed-transaction.js';
 
 /**
  * A Drizzle transaction on Postgres: the `tx` of `db.transaction(async (tx) => …)` (a
@@ -106,7 +107,9 @@ function drizzlePostgres(
         'execute',
         'await db.transaction(async (tx) => { await outboxer.publish(tx, ...) })',
       );
-      const result = await tx.execute(wrap(query.text, withArrayLiterals(query.values)) as never);
+      const result = await explainingFailedTransaction(
+        tx.execute(wrap(query.text, withArrayLiterals(query.values)) as never),
+      );
       // node-postgres returns a QueryResult, postgres.js the rows.
       return (Array.isArray(result) ? result : (result as { rows: Row[] }).rows) as Row[];
     },

@@ -6,6 +6,7 @@ import { toQuestionMarks } from '../shared/placeholders.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { timestampsAsDates } from '../shared/timestamps.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
+import { explainingFailedTransaction } from '../shared/failed-transaction.js';
 
 interface KnexRaw {
   /** `knex.raw(sql, bindings)`: `?` placeholders, `\?` for a literal question mark. */
@@ -83,7 +84,7 @@ export function knex(db: KnexLike, options?: DataLayerOptions): DatabaseAdapter<
           'publish() was given a Knex transaction that was already committed or rolled back.',
         );
       }
-      return run(tx, query);
+      return explainingFailedTransaction(run(tx, query));
     },
     ...resolveRelaySide('knex', postgresDialect, knexRelaySide(db), options),
   };

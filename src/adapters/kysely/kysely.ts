@@ -5,6 +5,7 @@ import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { sqliteDialect } from '../../dialects/sqlite/sqlite-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
+import { explainingFailedTransaction } from '../shared/failed-transaction.js';
 
 /** Something that runs a compiled query: a `Kysely`, a `Transaction` or a single connection. */
 interface KyselyExecutorLike {
@@ -119,7 +120,7 @@ export function kysely(
           'publish() was given a Kysely instance, not a transaction. Publish with the trx of db.transaction().execute(async (trx) => ...), so the message commits with your change.',
         );
       }
-      return run(tx.withoutPlugins(), query);
+      return explainingFailedTransaction(run(tx.withoutPlugins(), query));
     },
     ...resolveRelaySide('kysely', dialect, own, options, ['dialect']),
   };

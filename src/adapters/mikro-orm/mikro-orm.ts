@@ -6,6 +6,7 @@ import { toQuestionMarks } from '../shared/placeholders.js';
 import { postgresText } from '../shared/postgres-values.js';
 import { knexRelaySide, type KnexLike } from '../knex/knex.js';
 import { resolveRelaySide, type DataLayerOptions } from '../shared/engine-side.js';
+import { explainingFailedTransaction } from '../shared/failed-transaction.js';
 
 /** The part of a MikroORM `Connection` outboxer uses. */
 export interface MikroOrmConnection {
@@ -95,7 +96,7 @@ export function mikroOrm(
           'publish() was given a MikroORM EntityManager outside a transaction. Publish with the em of em.transactional(async (em) => ...), so the message commits with your change.',
         );
       }
-      return run(tx.getConnection(), query, context as never);
+      return explainingFailedTransaction(run(tx.getConnection(), query, context as never));
     },
     ...resolveRelaySide('mikroOrm', postgresDialect, own, options),
   };

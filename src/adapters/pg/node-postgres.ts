@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { DatabaseAdapter, ListenHandlers, Listener, Row, SqlQuery } from '../../core/database.js';
 import { OutboxerError } from '../../core/errors.js';
 import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
+import { explainFailedTransaction, failedTransaction } from '../shared/failed-transaction.js';
 
 interface QueryResultLike {
   rows: Row[];
@@ -13,8 +14,11 @@ export interface PgTransactionClient {
   query(query: string | PgQueryConfig, values?: unknown[]): Promise<QueryResultLike>;
   /** pg >= 8.23: 'I' idle, 'T' in a transaction, 'E' in a failed transaction. */
   getTransactionStatus?(): string | null;
-  /** A pool is not a transaction: this makes passing one a type error. */
-  readonly totalCount?: never;
+  /**
+   * A pool is not a transaction: this makes passing one a type error, whose message (this type)
+   * says what to pass instead.
+   */
+  readonly totalCount?: "pg.Pool is not a transaction: publish with your transaction's client (client = await pool.connect(), then client.query('BEGIN'))";
 }
 
 /** A query as pg's config object: with a `name`, pg prepares it once per connection. */
@@ -88,7 +92,13 @@ export function nodePostgres(
     sync: false,
     async executeInTransaction(tx, query) {
       assertInTransaction(tx);
-      return statements.runInCallersTransaction(tx, query);
+      try {
+        return await statements.runInCallersTransaction(tx, query);
+      } catch (error) {
+        // pg sets the transaction status when the server is ready again, which can come a tick
+        // after the failed statement's rejection: then the INSERT itself meets the failed transaction.
+        throw explainFailedTransaction(error);
+      }
     },
     execute: (query) => statements.run(pool, query),
     executeAtomically: (queries) => runInTransaction(pool, queries, statements),
@@ -117,12 +127,7 @@ function assertInTransaction(tx: PgTransactionClient): void {
       'publish() was given a pg client that is not inside a transaction. Run BEGIN on it first, so the message commits with your change.',
     );
   }
-  if (status === 'E') {
-    throw new OutboxerError(
-      'NOT_IN_TRANSACTION',
-      'publish() was given a pg client whose transaction already failed; roll it back.',
-    );
-  }
+  if (status === 'E') throw failedTransaction();
 }
 
 /**

@@ -5,6 +5,7 @@ import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { postgresText } from '../shared/postgres-values.js';
 import { timestampsAsDates } from '../shared/timestamps.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
+import { explainingFailedTransaction } from '../shared/failed-transaction.js';
 
 /** Postgres' `unknown` type: the server infers the parameter's type as it does for a quoted literal. */
 const UNKNOWN_OID = 705;
@@ -83,7 +84,7 @@ export function postgresJs(
     sync: false,
     executeInTransaction(tx, query) {
       assertTransaction(tx);
-      return run(tx, query);
+      return explainingFailedTransaction(run(tx, query));
     },
     ...resolveRelaySide('postgresJs', postgresDialect, own, options),
   };

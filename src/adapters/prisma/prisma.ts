@@ -4,6 +4,7 @@ import { invalidOption } from '../../core/options.js';
 import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
+import { explainingFailedTransaction } from '../shared/failed-transaction.js';
 
 interface PrismaRawQueries {
   $queryRawUnsafe(query: string, ...values: never[]): PromiseLike<unknown>;
@@ -110,7 +111,7 @@ export function prisma(
           'publish() was given the PrismaClient, not a transaction. Publish with the tx of prisma.$transaction(async (tx) => ...), so the message commits with your change.',
         );
       }
-      return run(tx, query);
+      return explainingFailedTransaction(run(tx, query));
     },
     ...resolveRelaySide('prisma', postgresDialect, own, options, ['transactionOptions']),
   };

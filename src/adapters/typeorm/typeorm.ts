@@ -4,6 +4,7 @@ import { invalidOption } from '../../core/options.js';
 import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
+import { explainingFailedTransaction } from '../shared/failed-transaction.js';
 
 /** The part of a TypeORM `QueryRunner` outboxer uses. */
 export interface TypeOrmQueryRunner {
@@ -112,7 +113,7 @@ export function typeorm(
     dialect: postgresDialect,
     sync: false,
     executeInTransaction(tx, query) {
-      return run(transactionRunner(tx), query);
+      return explainingFailedTransaction(run(transactionRunner(tx), query));
     },
     ...resolveRelaySide('typeorm', postgresDialect, own, options),
   };
