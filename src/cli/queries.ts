@@ -1,8 +1,8 @@
 /**
- * The reads the CLI needs that the engine does not: which outboxes a table records, whether an
- * outbox has any row, and whether it parks groups behind dead messages. All read-only; the same
- * SQL on both dialects but for the placeholder. Everything else goes through the public API of
- * `Outboxer`.
+ * The reads the CLI needs that the engine does not: which outboxes a table records, whether the
+ * table or one of its outboxes has any row, and whether an outbox parks groups behind dead
+ * messages. All read-only; the same SQL on both dialects but for the placeholder. Everything else
+ * goes through the public API of `Outboxer`.
  */
 import type { Dialect } from '../core/dialect.js';
 import type { Ordering } from '../core/options.js';
@@ -31,6 +31,14 @@ export function recordedOutboxes(table: QualifiedName): Statement<RecordedOutbox
         ordering: String(row.ordering) as Ordering,
         onDead: row.on_dead === 'park' ? 'park' : 'continue',
       })),
+  );
+}
+
+/** Whether the table holds any message, of any outbox. Stops at the first row. */
+export function tableHasRows(table: QualifiedName): Statement<boolean> {
+  return statement(
+    { text: `SELECT 1 AS found FROM ${quoteName(table)} LIMIT 1`, values: [] },
+    (rows) => rows.length > 0,
   );
 }
 

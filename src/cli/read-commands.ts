@@ -2,6 +2,7 @@
 import type { Counts } from '../core/outboxer.js';
 import type { Envelope } from '../core/relay.js';
 import { count, json, relative, shorten, table } from './format.js';
+import { tableHasRows } from './queries.js';
 import type { CliSession, OutboxTarget } from './session.js';
 import type { CliIo } from './terminal.js';
 
@@ -11,7 +12,6 @@ const SILENT_RELAY_MS = 150_000;
 export async function countsCommand(session: CliSession, io: CliIo): Promise<void> {
   const targets =
     session.options.outbox === undefined ? await session.recordedOutboxes() : [await session.target()];
-  if (targets.length === 0) await session.target(); // throws: nothing recorded, no --outbox
   const results: Array<{ target: OutboxTarget; counts: Counts }> = [];
   for (const target of targets) {
     const { upTo } = session.options;
@@ -25,7 +25,11 @@ export async function countsCommand(session: CliSession, io: CliIo): Promise<voi
         Object.fromEntries(
           results.map(({ target, counts }) => [
             target.name,
-            { ...counts, orphaned: target.partitions === undefined ? null : counts.orphaned },
+            {
+              ...counts,
+              orphaned: target.partitions === undefined ? null : counts.orphaned,
+              recorded: target.recorded,
+            },
           ]),
         ),
       ),
@@ -41,13 +45,34 @@ export async function countsCommand(session: CliSession, io: CliIo): Promise<voi
           atLeast(counts.dead, session.options.upTo),
           target.partitions === undefined ? '-' : atLeast(counts.orphaned, session.options.upTo),
           relative(counts.oldestPendingAt, now),
-          counts.relaySeenAt === null ? 'never' : relative(counts.relaySeenAt, now),
+          relaySeen(target, counts, now),
         ]),
         ['left', 'right', 'right', 'right', 'right', 'left', 'left'],
       ),
     );
   }
-  for (const { target, counts } of results) warnAbout(io, target, counts, now);
+  // A fresh table (just migrated, no relaying node started yet) is not an error: the result is
+  // empty, and the note says why and what to do.
+  if (targets.length === 0) io.stderr.write(await nothingRecorded(session));
+  for (const { target, counts } of results) warnAbout(session, io, target, counts, now);
+}
+
+async function nothingRecorded(session: CliSession): Promise<string> {
+  const { tableName } = session;
+  const recording = `No outbox is recorded in ${tableName}_config yet: a relaying node records its outboxes when it starts.`;
+  return (await session.run(tableHasRows(session.table)))
+    ? `${recording} ${tableName} holds messages: pass --outbox <name> to count those of one outbox.\n`
+    : `${recording} ${tableName} holds no message either.\n`;
+}
+
+/**
+ * The RELAY SEEN column. `relaySeenAt` is the newest row of `<table>_nodes`, and a clean stop()
+ * deletes its node's row: `null` therefore means "none running now", and only an outbox no
+ * relaying node ever recorded in `<table>_config` was never relayed.
+ */
+function relaySeen(target: OutboxTarget, counts: Counts, now: number): string {
+  if (counts.relaySeenAt !== null) return relative(counts.relaySeenAt, now);
+  return target.recorded ? 'not running' : 'never';
 }
 
 /** `10,000+` for a figure that stopped at `--up-to`. */
@@ -55,16 +80,19 @@ function atLeast(figure: number, upTo: number | undefined): string {
   return upTo !== undefined && figure >= upTo ? `${count(figure)}+` : count(figure);
 }
 
-function warnAbout(io: CliIo, target: OutboxTarget, counts: Counts, now: number): void {
+function warnAbout(session: CliSession, io: CliIo, target: OutboxTarget, counts: Counts, now: number): void {
   const silentFor = counts.relaySeenAt === null ? Infinity : now - counts.relaySeenAt.getTime();
   if (counts.pending > 0 && silentFor > SILENT_RELAY_MS) {
-    const seen =
-      counts.relaySeenAt === null
-        ? 'no relaying node has ever been seen'
-        : `no relaying node was seen for ${relative(counts.relaySeenAt, now).replace(' ago', '')}`;
-    io.stderr.write(
-      `warning: ${target.name}: ${count(counts.pending)} messages are pending and ${seen}: is one running?\n`,
-    );
+    const pending =
+      counts.pending === 1 ? '1 message is pending' : `${count(counts.pending)} messages are pending`;
+    // A node that crashed leaves its row behind, a clean stop() removes it (see relaySeen).
+    const relay =
+      counts.relaySeenAt !== null
+        ? `no relaying node was seen for ${relative(counts.relaySeenAt, now).replace(' ago', '')}: is one running?`
+        : target.recorded
+          ? 'no relaying node is running (the last one stopped): start one.'
+          : `no relaying node has ever started this outbox (it is not recorded in ${session.tableName}_config): start one.`;
+    io.stderr.write(`warning: ${target.name}: ${pending} and ${relay}\n`);
   }
   if (target.partitions !== undefined && counts.orphaned > 0) {
     io.stderr.write(

@@ -5,6 +5,7 @@
 import type { Statement } from '../core/sql.js';
 import { OutboxerError } from '../core/errors.js';
 import { parseTableName, type QualifiedName } from '../core/identifiers.js';
+import { silentLogger } from '../core/logger.js';
 import type { Ordering, Retention } from '../core/options.js';
 import { Outboxer } from '../core/outboxer.js';
 import type { OpenDatabase } from './connection.js';
@@ -20,6 +21,12 @@ export interface OutboxTarget {
   readonly ordering: Ordering;
   /** As recorded by the relaying nodes, when they recorded it. */
   readonly onDead?: 'continue' | 'park';
+  /**
+   * Whether it is in `<table>_config`: only a relaying node's start() writes there, so a recorded
+   * outbox was relayed at some point, even when no node row says so any more (a clean stop
+   * removes its row from `<table>_nodes`).
+   */
+  readonly recorded: boolean;
 }
 
 /** `partitions` when unknown: counts() then reports no row as orphaned, and the CLI shows "-". */
@@ -64,7 +71,7 @@ export class CliSession {
   async recordedOutboxes(): Promise<OutboxTarget[]> {
     // The recorded partitions win over --partitions: they are what the workers read, and what
     // counts() finds orphans with.
-    this.recorded ??= await this.run(recordedOutboxes(this.table));
+    this.recorded ??= (await this.run(recordedOutboxes(this.table))).map((o) => ({ ...o, recorded: true }));
     return this.recorded;
   }
 
@@ -80,7 +87,7 @@ export class CliSession {
       if (recorded.length === 1) return recorded[0]!;
       throw new CliError(
         recorded.length === 0
-          ? `No outbox is recorded in ${this.tableName}_config (a relaying node records its outboxes when it starts): pass --outbox <name>.`
+          ? `No outbox is recorded in ${this.tableName}_config yet (a relaying node records its outboxes when it starts): pass --outbox <name>.`
           : `${this.tableName} holds several outboxes (${names.join(', ')}): pass --outbox <name>.`,
         2,
       );
@@ -93,7 +100,7 @@ export class CliSession {
         `Unknown outbox ${JSON.stringify(outbox)}: it is not recorded in ${this.tableName}_config and has no message in ${this.tableName}.${names.length > 0 ? ` Recorded outboxes: ${names.join(', ')}.` : ''}`,
       );
     }
-    return { name: outbox, partitions: this.options.partitions, ordering: 'group' };
+    return { name: outbox, partitions: this.options.partitions, ordering: 'group', recorded: false };
   }
 
   /**
@@ -117,6 +124,9 @@ export class CliSession {
     return new Outboxer({
       database: this.database.adapter,
       relay: false,
+      // The CLI says on stderr what it finds, in its own words (counts' warnings); the engine's
+      // warnings about the same figures would print it twice, the default logger being the console.
+      logger: silentLogger,
       ...(this.options.schema === undefined ? {} : { schema: this.options.schema }),
       outboxes: {
         [target.name]: {

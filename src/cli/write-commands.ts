@@ -15,9 +15,28 @@ export const PAGE = 1000;
 
 export async function migrateCommand(session: CliSession, io: CliIo): Promise<void> {
   const name = session.options.outbox ?? 'default';
-  await session.outboxer({ name, partitions: 1, ordering: 'group' }).migrate();
-  if (session.options.json) io.stdout.write(json({ migrated: true, table: session.tableName }));
-  else io.stdout.write(`Migrated ${session.tableName} (with its _leases, _nodes and _config tables).\n`);
+  await session.outboxer({ name, partitions: 1, ordering: 'group', recorded: false }).migrate();
+  const tables = createdTables(session);
+  if (session.options.json) {
+    io.stdout.write(json({ migrated: true, table: session.tableName, tables }));
+  } else {
+    const companions = tables.slice(1).map((t) => t.slice(session.tableName.length));
+    const listed = `${companions.slice(0, -1).join(', ')} and ${companions.at(-1)}`;
+    io.stdout.write(`Migrated ${session.tableName} (with its ${listed} tables).\n`);
+  }
+}
+
+/**
+ * The tables migrate creates, message table first, as `schema.name` or `name` like
+ * `session.tableName`. Read from the DDL the dialect runs rather than listed here, so the list
+ * follows the dialect's schema (Postgres has `_tallies`, SQLite does not) and cannot drift from it.
+ */
+function createdTables(session: CliSession): string[] {
+  const qualifier = session.tableName.slice(0, session.tableName.length - session.table.name.length);
+  return session.database.adapter.dialect
+    .schema(session.table)
+    .flatMap((ddl) => [...ddl.matchAll(/CREATE TABLE (?:IF NOT EXISTS )?(?:"[^"]*"\.)?"([^"]+)"/g)])
+    .map((match) => `${qualifier}${match[1]!}`);
 }
 
 async function approve(session: CliSession, io: CliIo, question: string, action: string): Promise<void> {

@@ -1,83 +1,13 @@
 /**
  * `npx outboxer …` as a child process (node --import tsx src/cli/index.ts) against a real Postgres
  * and a real SQLite file: every command, --json, the confirmation prompt on a real terminal
- * (script(1) gives the child a pseudo-terminal), batches with progress, and errors that never
- * print the URL's secrets.
+ * (script(1) gives the child a pseudo-terminal) and batches with progress. The first steps on a
+ * fresh table are in cli-first-run.test.ts, bad URLs and command lines in cli-usage.test.ts.
  */
-import { execFile, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay, type Envelope, type OutboxOptions } from 'outboxer';
-import { postgresSchemaSql } from 'outboxer/pg';
-import { sqliteSchemaSql } from 'outboxer/better-sqlite3';
 import { DATABASE_URL, fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
-
-const root = resolve(import.meta.dirname, '../..');
-const entry = ['--import', 'tsx', 'src/cli/index.ts'];
-
-interface Result {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-/** Runs the CLI with `DATABASE_URL` (or none) and stdin not a terminal. */
-function cli(args: string[], url: string | undefined): Promise<Result> {
-  const env: NodeJS.ProcessEnv = { ...process.env };
-  delete env.DATABASE_URL;
-  if (url !== undefined) env.DATABASE_URL = url;
-  return new Promise((done) => {
-    const child = execFile(
-      process.execPath,
-      [...entry, ...args],
-      { cwd: root, env },
-      (error, stdout, stderr) => {
-        const code = error === null ? 0 : typeof error.code === 'number' ? error.code : 99;
-        done({ code, stdout, stderr });
-      },
-    );
-    child.stdin?.end();
-  });
-}
-
-/**
- * Runs the CLI on a pseudo-terminal and types `answer` at its prompt. stdout and stderr arrive
- * merged, as on a screen.
- */
-function cliOnTerminal(
-  args: string[],
-  url: string,
-  answer: string,
-): Promise<{ code: number; screen: string }> {
-  const quote = (s: string) => `'${s.replace(/'/g, `'\\''`)}'`;
-  const command = [process.execPath, ...entry, ...args].map(quote).join(' ');
-  return new Promise((done, fail) => {
-    const child = spawn('script', ['-qec', command, '/dev/null'], {
-      cwd: root,
-      env: { ...process.env, DATABASE_URL: url },
-    });
-    let screen = '';
-    let answered = false;
-    child.stdout.on('data', (chunk: Buffer) => {
-      screen += chunk.toString('utf8');
-      if (!answered && screen.includes('[y/N]')) {
-        answered = true;
-        child.stdin.write(`${answer}\r`);
-      }
-    });
-    child.stderr.on('data', (chunk: Buffer) => (screen += chunk.toString('utf8')));
-    child.on('error', fail);
-    child.on('exit', (code) => done({ code: code ?? 99, screen }));
-  });
-}
-
-function parse<T = unknown>(result: Result): T {
-  expect(result.stderr === '' || !result.stderr.includes('outboxer:'), result.stderr).toBe(true);
-  expect(result.code, result.stderr).toBe(0);
-  return JSON.parse(result.stdout) as T;
-}
+import { cli, cliOnTerminal, parse } from './cli-process.js';
 
 describe.each(fixtures)('outboxer CLI on $name', ({ make }) => {
   let fixture: Fixture;
@@ -134,7 +64,9 @@ describe.each(fixtures)('outboxer CLI on $name', ({ make }) => {
       stdout:
         'Migrated ' +
         (fixture.kind === 'postgres' ? `${fixture.schema}.` : '') +
-        'outboxer_messages (with its _leases, _nodes and _config tables).\n',
+        'outboxer_messages (with its _leases, ' +
+        (fixture.kind === 'postgres' ? '_tallies, ' : '') +
+        '_nodes and _config tables).\n',
     });
     expect(parse(await run(['migrate', '--json']))).toMatchObject({ migrated: true });
 
@@ -171,7 +103,8 @@ describe.each(fixtures)('outboxer CLI on $name', ({ make }) => {
       delivered: 0,
       dead: 1,
       orphaned: 0,
-      relaySeenAt: null,
+      relaySeenAt: null, // the relaying node stopped cleanly, which removed its row
+      recorded: true,
     });
     expect(counts.audit).toMatchObject({ pending: 2, delivered: 0, dead: 0, orphaned: 0 });
     expect(new Date(counts.audit!.oldestPendingAt as string).getTime()).toBeLessThanOrEqual(Date.now());
@@ -182,11 +115,11 @@ describe.each(fixtures)('outboxer CLI on $name', ({ make }) => {
       /^OUTBOX\s+PENDING\s+DELIVERED\s+DEAD\s+ORPHANED\s+OLDEST PENDING\s+RELAY SEEN$/,
     );
     // Under a second old reads "now"; older, "<n>s ago" (a fast machine gets here within the second).
-    expect(lines[1]).toMatch(/^audit\s+2\s+0\s+0\s+0\s+(now|\S.* ago)\s+never$/);
+    expect(lines[1]).toMatch(/^audit\s+2\s+0\s+0\s+0\s+(now|\S.* ago)\s+not running$/);
     expect(lines[2]).toMatch(/^orders\s+1\s+0\s+1\s+0\s+/);
     // The relaying node stopped: the backlog has nobody to deliver it.
     expect(table.stderr).toContain(
-      'warning: audit: 2 messages are pending and no relaying node has ever been seen: is one running?',
+      'warning: audit: 2 messages are pending and no relaying node is running (the last one stopped): start one.',
     );
 
     const one = parse<Record<string, unknown>>(single);
@@ -342,7 +275,7 @@ describe.each(fixtures)('outboxer CLI on $name', ({ make }) => {
     const counts = parse<Record<string, Record<string, unknown>>>(
       await run(['counts', '--outbox', 'bulk', '--json']),
     );
-    expect(counts.bulk).toMatchObject({ pending: 0, dead: 2500, orphaned: null });
+    expect(counts.bulk).toMatchObject({ pending: 0, dead: 2500, orphaned: null, recorded: false });
 
     const discarded = await run(['discard', '--dead', '--outbox', 'bulk', '--yes', '--json']);
     expect(JSON.parse(discarded.stdout)).toEqual({ outbox: 'bulk', discarded: 2500 });
@@ -388,88 +321,5 @@ describe.each(fixtures)('outboxer CLI on $name', ({ make }) => {
     const table = await run(['counts', '--table', 'no_such_table']);
     expect(table.code).toBe(1);
     expect(table.stderr).toContain('Run outboxer migrate, or check --table and --schema');
-  });
-});
-
-describe('outboxer CLI without a database', () => {
-  let dir: string;
-  beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), 'outboxer-cli-'));
-  });
-  afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-  test('sql prints the DDL of migrate, for the dialect of DATABASE_URL or --dialect', async () => {
-    const [plain, qualified, fromUrl, flagged] = await Promise.all([
-      cli(['sql'], undefined),
-      cli(['sql', '--table', 'app.events'], undefined),
-      cli(['sql'], 'sqlite:./x.db'),
-      cli(['sql', '--dialect', 'sqlite', '--table', 'events'], undefined),
-    ]);
-    expect(plain).toEqual({ code: 0, stdout: postgresSchemaSql(), stderr: '' });
-    expect(qualified.stdout).toBe(postgresSchemaSql({ table: 'app.events' }));
-    expect(fromUrl.stdout).toBe(sqliteSchemaSql());
-    expect(flagged.stdout).toBe(sqliteSchemaSql({ table: 'events' }));
-  });
-
-  test('a SQLite file is created by migrate only', async () => {
-    const file = join(dir, 'app.db');
-    const missing = await cli(['counts'], `sqlite:${file}`);
-    expect(missing.code).toBe(1);
-    expect(missing.stderr).toContain(`No SQLite database at ${file} (only migrate creates one)`);
-    expect(existsSync(file)).toBe(false);
-    expect((await cli(['migrate'], `sqlite:${file}`)).code).toBe(0);
-    expect(existsSync(file)).toBe(true);
-    const none = await cli(['counts'], `sqlite:${file}`);
-    expect(none.code).toBe(2);
-    expect(none.stderr).toContain('No outbox is recorded in outboxer_messages_config');
-  });
-
-  test('bad URLs fail without printing the URL or its password', async () => {
-    const secret = 's3cr3t-pw';
-    const cases: Array<[string, number, string]> = [
-      [`postgres://alice:${secret}@127.0.0.1:1/orders`, 1, 'could not connect to the database'],
-      [`postgres://alice:${secret}@[::1/orders`, 2, 'DATABASE_URL is not a valid postgres:// URL'],
-      [
-        `mysql://alice:${secret}@db.internal/orders`,
-        2,
-        'must be a postgres:// or postgresql:// URL, or sqlite:<path>',
-      ],
-      [
-        `alice:${secret}@db.internal/orders`,
-        2,
-        'must be a postgres:// or postgresql:// URL, or sqlite:<path>',
-      ],
-      [`postgres://alice@127.0.0.1:1/orders?password=${secret}`, 1, 'could not connect to the database'],
-    ];
-    const results = await Promise.all(cases.map(([url]) => cli(['counts'], url)));
-    for (const [i, [url, code, message]] of cases.entries()) {
-      const result = results[i]!;
-      expect(result.code, `${url}: ${result.stderr}`).toBe(code);
-      expect(result.stderr).toContain(message);
-      expect(result.stderr + result.stdout).not.toContain(secret);
-      expect(result.stderr).not.toContain('alice:');
-    }
-    const unset = await cli(['counts'], undefined);
-    expect(unset.code).toBe(2);
-    expect(unset.stderr).toContain('Set DATABASE_URL (or pass --url)');
-  });
-
-  test('bad command lines exit with 2; --help and --version with 0', async () => {
-    const [unknownCommand, unknownOption, badId, help, version] = await Promise.all([
-      cli(['count'], undefined),
-      cli(['counts', '--outbx', 'orders'], undefined),
-      cli(['discard', '12x', '--yes'], undefined),
-      cli(['--help'], undefined),
-      cli(['--version'], undefined),
-    ]);
-    expect(unknownCommand.code).toBe(2);
-    expect(unknownCommand.stderr).toContain('Unknown command "count"');
-    expect(unknownOption.code).toBe(2);
-    expect(unknownOption.stderr).toContain("Unknown option '--outbx'");
-    expect(badId.code).toBe(2);
-    expect(badId.stderr).toContain('Message ids are positive integers; got "12x"');
-    expect(help.code).toBe(0);
-    expect(help.stdout).toContain('Usage: outboxer <command> [options]');
-    expect(version.stdout).toMatch(/^\d+\.\d+\.\d+/);
   });
 });
