@@ -24,8 +24,13 @@ export interface OutboxerOptions<Tx, Sync extends boolean> {
   shutdownTimeout?: number;
   /** Longest `lastError` kept, in characters. Default 2000. */
   maxErrorLength?: number;
-  /** Where outboxer logs. Default: silent. `console` works. */
-  logger?: Logger;
+  /**
+   * Where outboxer logs. A logger (`console`, pino, winston…) gets every call, `debug` to `error`.
+   * Left out: warnings and errors go to `console.warn` / `console.error`, each repeating message
+   * printed at most once a minute per outbox and partition (with a count of those left out);
+   * `debug` and `info` are dropped. `false`: nothing is logged.
+   */
+  logger?: Logger | false;
   /**
    * Headers added to every published message (the message's own headers win), computed at
    * publish time: the trace context from `outboxer/opentelemetry`, a tenant id…

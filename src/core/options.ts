@@ -1,6 +1,6 @@
 import { OutboxerError } from './errors.js';
 import { parseTableName, validateIdentifier, type QualifiedName } from './identifiers.js';
-import type { Logger } from './logger.js';
+import { consoleLogger, silentLogger, type Logger } from './logger.js';
 import type { Relay } from './relay.js';
 
 import type { Ordering } from './relay.js';
@@ -107,7 +107,8 @@ export interface InstanceSettings {
   readonly leaseTimeout: number;
   readonly shutdownTimeout: number;
   readonly maxErrorLength: number;
-  readonly logger: Logger | undefined;
+  /** The logger in use: the one given, a silent one for `false`, or the default console logger. */
+  readonly logger: Logger;
 }
 
 const OUTBOX_KEYS = [
@@ -304,6 +305,29 @@ function resolveBackoff(path: string, value: unknown): { min: number; max: numbe
   return Object.freeze({ min, max });
 }
 
+/**
+ * Left out: warnings and errors on the console, rate-limited (`consoleLogger`). `false`: nothing.
+ * A logger: every call, unfiltered.
+ */
+function resolveLogger(value: unknown): Logger {
+  if (value === undefined) return consoleLogger();
+  if (value === false) return silentLogger;
+  if (
+    typeof value === 'object' &&
+    value !== null &&
+    (['debug', 'info', 'warn', 'error'] as const).every(
+      (m) => typeof (value as Record<string, unknown>)[m] === 'function',
+    )
+  ) {
+    return value as Logger;
+  }
+  throw invalidOption(
+    'logger',
+    'an object with debug, info, warn and error methods (console, pino and winston work), or false to log nothing',
+    value,
+  );
+}
+
 function resolveRetention(path: string, value: unknown): 'delete' | { keep: number } {
   if (value === undefined || value === 'delete') return 'delete';
   if (isPlainObject(value)) {
@@ -325,19 +349,7 @@ export function resolveInstance(raw: Record<string, unknown>): InstanceSettings 
   const name = raw.name === undefined ? 'outboxer' : raw.name;
   validateIdentifier(name, 'name', /^[A-Za-z0-9_.-]{1,63}$/);
   const schema = raw.schema === undefined ? undefined : validateIdentifier(raw.schema, 'schema');
-  const logger = raw.logger as Logger | undefined;
-  if (
-    logger !== undefined &&
-    (typeof logger !== 'object' ||
-      logger === null ||
-      !(['debug', 'info', 'warn', 'error'] as const).every((m) => typeof logger[m] === 'function'))
-  ) {
-    throw invalidOption(
-      'logger',
-      'an object with debug, info, warn and error methods (console works)',
-      logger,
-    );
-  }
+  const logger = resolveLogger(raw.logger);
   return Object.freeze({
     name: name as string,
     relay,

@@ -7,7 +7,6 @@ import type { PublishOptions } from './encoding.js';
 import { OutboxerError } from './errors.js';
 import { sameTable, type QualifiedName } from './identifiers.js';
 import { Instance } from './instance.js';
-import { silentLogger } from './logger.js';
 import { isMessage, type Message } from './message.js';
 import {
   INSTANCE_KEYS,
@@ -73,7 +72,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       options.database,
       this.settings,
       resolveOutboxes(options.database, this.settings, options.outboxes),
-      this.settings.logger ?? silentLogger,
+      this.settings.logger,
       `${this.settings.name}:${randomUUID()}`,
     );
     const shared = this.instance as Instance<unknown, boolean>;

@@ -87,4 +87,16 @@ function reportSettlement(
         error: failure.error,
       });
   }
+  // One line a round, not one a message: a destination that is down fails every group's head.
+  const retried = settlement.failed.filter((f) => !f.dead);
+  if (retried.length > 0) {
+    deps.logger.warn('outboxer: delivery failed; will retry', {
+      outbox: outbox.name,
+      partition: lease.partition,
+      messages: retried.length,
+      firstId: retried[0]!.id,
+      attempts: retried[0]!.envelope.attempts + 1,
+      error: retried[0]!.error,
+    });
+  }
 }
