@@ -3,6 +3,10 @@ import { Outboxer, functionRelay } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL });
+// Your own table, here for the example (the transaction below updates order 42):
+await pool.query(`CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, status text)`);
+await pool.query(`INSERT INTO orders VALUES (42, 'placed') ON CONFLICT DO NOTHING`);
+
 const outboxer = new Outboxer({
   database: nodePostgres(pool),
   outboxes: { orders: { relay: functionRelay((message) => console.log('delivered', message.payload)) } },
