@@ -1,4 +1,4 @@
-import { run, runAtomically, type LeaseToken } from './database.js';
+import { run, runAtomically, type Heartbeat, type LeaseToken } from './database.js';
 import { describeError } from './errors.js';
 import { hashGroupKey } from './partitioning.js';
 import { settlesWithin } from './timing.js';
@@ -21,6 +21,8 @@ export class OutboxCoordinator {
   /** Pruning and the tallies' upkeep, one after the other: the node's one housekeeping connection. */
   private housekeeping: Promise<void> | undefined;
   private lastPrune = 0;
+  /** `partition:holder` of the stale leases already reported by {@link reportWaiting}. */
+  private readonly reportedWaits = new Set<string>();
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -77,10 +79,36 @@ export class OutboxCoordinator {
       if (this.workers.has(partition) || leased.has(partition)) continue;
       await this.acquire(partition);
     }
+    if (this.workers.size < target) this.reportWaiting(leases);
     if (!this.workers.has(0)) return;
     this.housekeeping ??= this.housekeep().finally(() => {
       this.housekeeping = undefined;
     });
+  }
+
+  /**
+   * Says, once per partition and holder, that this node waits for a lease that was not renewed: its
+   * holder renews every third of the lease, so a lease with less than two thirds left missed a
+   * renewal, which is what a holder that crashed (or froze) leaves behind. Without this line a
+   * restart after a crash waited up to `leaseTimeout` in silence.
+   */
+  private reportWaiting(leases: Heartbeat['leases']): void {
+    const { outbox, leaseTimeout, logger } = this.deps;
+    for (const lease of leases) {
+      if (lease.owner === this.nodeId || this.workers.has(lease.partition)) continue;
+      const key = `${lease.partition}:${lease.owner}`;
+      if (this.reportedWaits.has(key) || lease.until - Date.now() >= (2 * leaseTimeout) / 3) continue;
+      this.reportedWaits.add(key);
+      logger.warn(
+        `outboxer: waiting for partition ${lease.partition} of outbox "${outbox.name}": its lease is held by ${lease.owner}, which stopped renewing it (a crash, or a process that froze); it lapses at ${new Date(lease.until).toISOString()} and this node takes it over then`,
+        {
+          outbox: outbox.name,
+          partition: lease.partition,
+          holder: lease.owner,
+          until: new Date(lease.until),
+        },
+      );
+    }
   }
 
   /** Each node tries partitions from its own starting point, so nodes do not all race for partition 0. */

@@ -225,8 +225,12 @@ export interface SettleResult {
 export interface Heartbeat {
   /** Relaying nodes of this outbox, this one included. */
   readonly liveNodes: number;
-  /** Partitions leased by a live owner. */
-  readonly leases: ReadonlyArray<{ readonly partition: number; readonly owner: string }>;
+  /** Partitions leased by a live owner, and until when (Unix ms, the database's clock). */
+  readonly leases: ReadonlyArray<{
+    readonly partition: number;
+    readonly owner: string;
+    readonly until: number;
+  }>;
 }
 
 export interface NextRetry {
@@ -246,7 +250,7 @@ export interface CountFigures {
   readonly oldestPendingAt: Date | null;
 }
 
-/** What a recount corrected: rows minus tallies, per status. */
+/** What a recount corrected: rows minus tallies. */
 export interface TallyDrift {
   readonly pending: number;
   readonly dead: number;
@@ -265,7 +269,6 @@ export interface BlockedHead {
  * for the engine, and nothing else reads the columns it names.
  */
 export interface Dialect {
-  // Methods that write or compare times take `now` (see PollParams.now) for the same reason.
   readonly name: 'postgres' | 'sqlite';
   readonly capabilities: DialectCapabilities;
   /** DDL for a message table and its companions, in order; idempotent. */

@@ -89,14 +89,22 @@ export function heartbeat(
 SELECT (SELECT 1 + count(*) FROM ${nodes} WHERE outbox = ${o} AND node_id <> ${node} AND last_seen > now() - ${period} ${MS})::int AS live_nodes,
   (SELECT count(*) FROM beat)::int AS beat,
   (SELECT count(*) FROM forgotten)::int AS forgotten,
-  coalesce((SELECT json_agg(json_build_object('partition', partition, 'owner', owner)) FROM ${leases} WHERE outbox = ${o} AND lease_until >= now()), '[]'::json)::text AS leases`,
+  coalesce((SELECT json_agg(json_build_object('partition', partition, 'owner', owner, 'until', (extract(epoch FROM lease_until) * 1000)::bigint)) FROM ${leases} WHERE outbox = ${o} AND lease_until >= now()), '[]'::json)::text AS leases`,
   );
   return batch([beat], (results) => {
     const row = results[results.length - 1]![0]!;
-    const live = JSON.parse(String(row.leases)) as Array<{ partition: unknown; owner: unknown }>;
+    const live = JSON.parse(String(row.leases)) as Array<{
+      partition: unknown;
+      owner: unknown;
+      until: unknown;
+    }>;
     return {
       liveNodes: Math.max(1, Number(row.live_nodes)),
-      leases: live.map((l) => ({ partition: Number(l.partition), owner: String(l.owner) })),
+      leases: live.map((l) => ({
+        partition: Number(l.partition),
+        owner: String(l.owner),
+        until: Number(l.until),
+      })),
     };
   });
 }

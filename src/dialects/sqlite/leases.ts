@@ -67,14 +67,14 @@ export function heartbeat(
       ),
       look.query(
         `SELECT (SELECT count(*) FROM ${nodes} WHERE outbox = ${look.add(outbox)} AND last_seen > ${look.add(now - ttl)}) AS live_nodes,
-  coalesce((SELECT json_group_array(json_object('partition', partition, 'owner', owner)) FROM ${leases} WHERE outbox = ${look.add(outbox)} AND lease_until >= ${look.add(now)}), '[]') AS leases`,
+  coalesce((SELECT json_group_array(json_object('partition', partition, 'owner', owner, 'until', lease_until)) FROM ${leases} WHERE outbox = ${look.add(outbox)} AND lease_until >= ${look.add(now)}), '[]') AS leases`,
       ),
     ],
     (results) => {
       const row = results[results.length - 1]![0]!;
       return {
         liveNodes: Math.max(1, Number(row.live_nodes)),
-        leases: JSON.parse(String(row.leases)) as Array<{ partition: number; owner: string }>,
+        leases: JSON.parse(String(row.leases)) as Array<{ partition: number; owner: string; until: number }>,
       };
     },
   );

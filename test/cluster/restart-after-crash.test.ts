@@ -1,0 +1,73 @@
+/**
+ * A restart after a crash: the crashed process's lease is still in the table, unrenewed. The new
+ * node says what it waits for (which partition, held by whom, until when), then takes the
+ * partition over when the lease lapses and delivers.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Outboxer, functionRelay, type Logger } from 'outboxer';
+import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import { waitUntil } from '../support/random.js';
+
+const LEASE_TIMEOUT = 3_000;
+
+describe.each(fixtures)('a restart after a crash on $name', ({ make }) => {
+  let fixture: Fixture;
+  beforeAll(async () => void (fixture = await make()));
+  afterAll(() => fixture.close());
+
+  test('the new node names the lease it waits for, then takes the partition over', async () => {
+    const warnings: Array<[string, Record<string, unknown> | undefined]> = [];
+    const logger: Logger = {
+      debug: () => undefined,
+      info: () => undefined,
+      warn: (message, context) => void warnings.push([message, context]),
+      error: () => undefined,
+    };
+    const delivered: unknown[] = [];
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      leaseTimeout: LEASE_TIMEOUT,
+      logger,
+      outboxes: {
+        orders: {
+          relay: functionRelay(async (m) => void delivered.push(m.payload)),
+          table: 'crashed',
+          pollInterval: 50,
+        },
+      },
+    });
+    await outboxer.migrate();
+    // What a process that crashed a third of a lease ago leaves: its lease, no longer renewed.
+    const left = (LEASE_TIMEOUT * 2) / 3 - 200;
+    if (fixture.kind === 'sqlite') {
+      await fixture.query(
+        `INSERT INTO crashed_leases (outbox, partition, owner, epoch, lease_until) VALUES ('orders', 0, 'outboxer:crashed', 1, ?)`,
+        [Date.now() + left],
+      );
+    } else {
+      await fixture.query(
+        `INSERT INTO crashed_leases (outbox, partition, owner, epoch, lease_until) VALUES ('orders', 0, 'outboxer:crashed', 1, now() + $1 * interval '1 millisecond')`,
+        [left],
+      );
+    }
+    await publishInTransaction(fixture, outboxer, [{ outbox: 'orders', payload: 'after the crash' }]);
+    await outboxer.start();
+    try {
+      await waitUntil(
+        () => warnings.some(([m]) => m.includes('waiting for partition 0')),
+        20_000,
+        'the warning',
+      );
+      const [message, context] = warnings.find(([m]) => m.includes('waiting for partition 0'))!;
+      expect(message).toContain('held by outboxer:crashed, which stopped renewing it');
+      expect(context).toMatchObject({ outbox: 'orders', partition: 0, holder: 'outboxer:crashed' });
+      expect((context!.until as Date).getTime()).toBeGreaterThan(Date.now() - LEASE_TIMEOUT);
+      await waitUntil(() => delivered.length === 1, 20_000, 'the delivery after the lease lapsed');
+      expect(delivered).toEqual(['after the crash']);
+      // Said once, not at every coordination tick.
+      expect(warnings.filter(([m]) => m.includes('waiting for partition 0'))).toHaveLength(1);
+    } finally {
+      await outboxer.stop();
+    }
+  }, 60_000);
+});
