@@ -6,11 +6,10 @@
  * values, as documented); a message the broker cannot carry must go dead with a PermanentError for
  * a documented reason, and nothing be retried. RabbitMQ: many of the messages get a `CC` or `BCC`
  * header, which is refused for that message alone, and every message goes with a plain companion
- * in the same wave, which must be delivered whatever becomes of the other. A broker that does not
- * answer skips its block.
+ * in the same wave, which must be delivered whatever becomes of the other. The brokers must run
+ * (`npm run services`): a missing one fails its block rather than skipping it.
  * The pure builders, with many more runs: relay-headers.property.test.ts.
  */
-import { createConnection } from 'node:net';
 import fc from 'fast-check';
 import { connect as connectNats, headers as natsHeaders, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamManager } from '@nats-io/jetstream';
@@ -43,29 +42,6 @@ import {
 } from './relay-headers.support.js';
 
 const random = () => Math.random().toString(36).slice(2, 10);
-
-/** Whether something listens on 127.0.0.1:`port` (answers within 3 s). */
-function reachable(port: number): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = createConnection({ host: '127.0.0.1', port });
-    const done = (up: boolean) => {
-      socket.destroy();
-      resolve(up);
-    };
-    socket.setTimeout(3000, () => done(false));
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-  });
-}
-
-const [natsUp, rabbitUp, redisUp] = await Promise.all([reachable(4222), reachable(5672), reachable(6379)]);
-/** The block's title, saying why it is skipped when its broker does not answer. */
-function title(broker: string, up: boolean, port: number): string {
-  if (up) return `relay headers end to end: ${broker}`;
-  const why = `${broker} is not reachable on 127.0.0.1:${port}`;
-  console.warn(`relay-headers: ${why}; its end-to-end block is skipped.`);
-  return `relay headers end to end: ${broker} (SKIPPED: ${why})`;
-}
 
 /**
  * What became of a published message: delivered (as the relay was handed it), or dead (and why);
@@ -155,7 +131,7 @@ async function property(
 
 // ------------------------------------------------------------------------------------------------
 
-describe.skipIf(!natsUp)(title('NATS JetStream', natsUp, 4222), () => {
+describe('relay headers end to end: NATS JetStream', () => {
   let nc: NatsConnection;
   let jsm: JetStreamManager;
   const stream = `OUTBOXER_HEADERS_${random().toUpperCase()}`;
@@ -221,7 +197,7 @@ const withSenderSelectedArb = acceptedFrom(
     .map(([m, name, value]) => (name === null ? m : { ...m, headers: { ...m.headers, [name]: value } })),
 );
 
-describe.skipIf(!rabbitUp)(title('RabbitMQ', rabbitUp, 5672), () => {
+describe('relay headers end to end: RabbitMQ', () => {
   let connection: ChannelModel;
   let admin: Channel;
   const exchange = `outboxer-headers-${random()}`;
@@ -323,7 +299,7 @@ describe.skipIf(!rabbitUp)(title('RabbitMQ', rabbitUp, 5672), () => {
 
 // ------------------------------------------------------------------------------------------------
 
-describe.skipIf(!redisUp)(title('Redis Streams', redisUp, 6379), () => {
+describe('relay headers end to end: Redis Streams', () => {
   let redis: Redis;
   const key = `outboxer:test:headers:${random()}`;
   let outbox: Awaited<ReturnType<typeof instance>>;
