@@ -107,6 +107,16 @@ export class LeaseLostError extends OutboxerError {
   }
 }
 
+/** A value as an error message shows it, briefly; never throws (a BigInt, a Symbol, a Proxy). */
+export function showValue(value: unknown): string {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (typeof value === 'bigint') return `${value}n`;
+  if (typeof value === 'function') return 'a function';
+  if (Array.isArray(value)) return 'an array';
+  if (value === null || typeof value !== 'object') return String(value);
+  return 'an object';
+}
+
 /** Short, loggable text of any thrown value, for `lastError`. */
 export function describeError(error: unknown, maxLength: number): string {
   let text: string;

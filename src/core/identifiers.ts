@@ -1,4 +1,4 @@
-import { OutboxerError } from './errors.js';
+import { OutboxerError, showValue } from './errors.js';
 
 /** A table name split into its optional schema and the name itself, both validated. */
 export interface QualifiedName {
@@ -16,7 +16,7 @@ export function validateIdentifier(value: unknown, option: string, pattern: RegE
   if (typeof value !== 'string' || !pattern.test(value)) {
     throw new OutboxerError(
       'INVALID_IDENTIFIER',
-      `Option "${option}" must match ${pattern} (letters, digits and underscores, starting with a letter or underscore); got ${shown(value)}.`,
+      `Option "${option}" must match ${pattern} (letters, digits and underscores, starting with a letter or underscore); got ${showValue(value)}.`,
     );
   }
   return value;
@@ -73,21 +73,10 @@ function quotable(part: unknown, what: string): string {
   if (typeof part === 'string' && SQL_IDENTIFIER.test(part)) return part;
   throw new OutboxerError(
     'INVALID_IDENTIFIER',
-    `Refusing to quote the ${what} name ${shown(part)}: names are letters, digits and underscores, starting with a letter or underscore, at most 63 characters.`,
+    `Refusing to quote the ${what} name ${showValue(part)}: names are letters, digits and underscores, starting with a letter or underscore, at most 63 characters.`,
   );
 }
 
 export function sameTable(a: QualifiedName, b: QualifiedName): boolean {
   return a.schema === b.schema && a.name === b.name;
-}
-
-/** A value as the message shows it; never throws (a BigInt, a Symbol, an object without a prototype). */
-function shown(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'bigint') return `${value}n`;
-  try {
-    return String(value);
-  } catch {
-    return typeof value;
-  }
 }

@@ -1,4 +1,4 @@
-import { OutboxerError } from './errors.js';
+import { OutboxerError, showValue } from './errors.js';
 import { parseTableName, validateIdentifier, type QualifiedName } from './identifiers.js';
 import { consoleLogger, silentLogger, type Logger } from './logger.js';
 import type { Relay } from './relay.js';
@@ -147,16 +147,7 @@ export const INSTANCE_KEYS = [
 ] as const;
 
 export function invalidOption(path: string, accepted: string, got: unknown): OutboxerError {
-  return new OutboxerError('INVALID_OPTIONS', `Option "${path}" must be ${accepted}; got ${show(got)}.`);
-}
-
-function show(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value === 'function') return 'a function';
-  if (Array.isArray(value)) return 'an array';
-  if (value === null || typeof value !== 'object') return String(value);
-  return 'an object';
+  return new OutboxerError('INVALID_OPTIONS', `Option "${path}" must be ${accepted}; got ${showValue(got)}.`);
 }
 
 export function rejectUnknownKeys(path: string, value: object, known: readonly string[]): void {

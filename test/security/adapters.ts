@@ -26,6 +26,7 @@ import { postgresJs } from 'outboxer/postgres-js';
 import { prisma } from 'outboxer/prisma';
 import { typeorm } from 'outboxer/typeorm';
 import { loadPrismaClient } from '../adapters/prisma/client.js';
+import { inPgTransaction } from './support.js';
 
 export type Target =
   | { readonly kind: 'postgres'; readonly url: string; readonly schema: string }
@@ -69,6 +70,12 @@ function plainUrl(url: string): string {
   return plain.href;
 }
 
+/** A postgres.js client on the target's schema. */
+function postgresJsClient(target: Target) {
+  const { url, schema } = postgresOnly(target);
+  return postgres(plainUrl(url), { max: 2, onnotice: () => undefined, connection: { search_path: schema } });
+}
+
 /** A synchronous transaction of better-sqlite3 (or of Drizzle on it). */
 function synchronous<T>(run: (fn: (tx: T) => unknown) => unknown) {
   return async (fn: (tx: never) => unknown) => {
@@ -86,19 +93,7 @@ export const HARNESSES: Harness[] = [
       const pool = new pg.Pool({ connectionString: postgresOnly(target).url, max: 2 });
       return {
         database: as(nodePostgres(pool)),
-        async transaction(fn) {
-          const client = await pool.connect();
-          try {
-            await client.query('BEGIN');
-            await fn(client as never);
-            await client.query('COMMIT');
-          } catch (error) {
-            await client.query('ROLLBACK');
-            throw error;
-          } finally {
-            client.release();
-          }
-        },
+        transaction: (fn) => inPgTransaction(pool, fn),
         close: () => pool.end(),
       };
     },
@@ -107,12 +102,7 @@ export const HARNESSES: Harness[] = [
     name: 'postgres.js',
     kind: 'postgres',
     async open(target) {
-      const { url, schema } = postgresOnly(target);
-      const sql = postgres(plainUrl(url), {
-        max: 2,
-        onnotice: () => undefined,
-        connection: { search_path: schema },
-      });
+      const sql = postgresJsClient(target);
       return {
         database: as(postgresJs(sql)),
         transaction: async (fn) => void (await sql.begin((tx) => fn(tx as never) as Promise<unknown>)),
@@ -164,12 +154,7 @@ export const HARNESSES: Harness[] = [
     name: 'Drizzle on postgres.js',
     kind: 'postgres',
     async open(target) {
-      const { url, schema } = postgresOnly(target);
-      const sql = postgres(plainUrl(url), {
-        max: 2,
-        onnotice: () => undefined,
-        connection: { search_path: schema },
-      });
+      const sql = postgresJsClient(target);
       const db = drizzlePostgresJs(sql);
       return {
         database: as(drizzle(db)),

@@ -20,6 +20,7 @@ import {
   postgresScratch,
   sqliteScratch,
   type LoggedStatement,
+  inPgTransaction,
 } from './support.js';
 
 type Instance = Outboxer<never, boolean>;
@@ -88,19 +89,7 @@ describe.each(['Postgres', 'SQLite'])('the admin API on %s', (name) => {
       database = nodePostgres(pool) as DatabaseAdapter;
       statements = () => scratch.wire.statements;
       canary = () => scratch.canary();
-      transaction = async (fn) => {
-        const client = await pool.connect();
-        try {
-          await client.query('BEGIN');
-          await fn(client as never);
-          await client.query('COMMIT');
-        } catch (error) {
-          await client.query('ROLLBACK');
-          throw error;
-        } finally {
-          client.release();
-        }
-      };
+      transaction = (fn) => inPgTransaction(pool, fn);
       close = async () => {
         await pool.end();
         await scratch.close();

@@ -21,6 +21,7 @@ import {
   postgresScratch,
   sqliteScratch,
   type LoggedStatement,
+  inPgTransaction,
 } from './support.js';
 
 interface Target {
@@ -109,11 +110,9 @@ describe.each([
         relay: false,
         outboxes: { orders: { table: 'msgs' } },
       });
-      const client = await pool.connect();
-      await client.query('BEGIN');
-      await outboxer.publish(client, 'orders', { n: 1 }, { groupKey: 'g' });
-      await client.query('COMMIT');
-      client.release();
+      await inPgTransaction(pool, (client) =>
+        outboxer.publish(client, 'orders', { n: 1 }, { groupKey: 'g' }),
+      );
       await pool.end();
     } else {
       const db = new Database(target.url.slice('sqlite:'.length));

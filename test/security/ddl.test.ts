@@ -26,6 +26,7 @@ import {
   sqliteScratch,
   type PostgresScratch,
   type SqliteScratch,
+  inPgTransaction,
 } from './support.js';
 
 const { postgresSchemaSql } = pgExports;
@@ -138,11 +139,9 @@ describe('the printed DDL, on a real Postgres', () => {
         relay: false,
         outboxes: { orders: { table: `${scratch.schema}.${table}` } },
       });
-      const client = await pool.connect();
-      await client.query('BEGIN');
-      await outboxer.publish(client, 'orders', { sql: "'); DROP TABLE victim; --" }, { groupKey: 'g' });
-      await client.query('COMMIT');
-      client.release();
+      await inPgTransaction(pool, (client) =>
+        outboxer.publish(client, 'orders', { sql: "'); DROP TABLE victim; --" }, { groupKey: 'g' }),
+      );
       expect((await outboxer.listPending('orders')).map((m) => m.payload)).toEqual([
         { sql: "'); DROP TABLE victim; --" },
       ]);

@@ -276,3 +276,18 @@ export const CLI_COMMANDS: ReadonlyArray<[command: string, extra: readonly strin
   ['discard', ['1', '--yes']],
   ['prune', ['--older-than=1d', '--yes']],
 ];
+
+/** Runs `fn` on one client of `pool` between BEGIN and COMMIT (ROLLBACK when it throws). */
+export async function inPgTransaction(pool: pg.Pool, fn: (client: never) => unknown): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await fn(client as never);
+    await client.query('COMMIT');
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
+  }
+}

@@ -8,6 +8,7 @@ import { batch, statement, Status, type Row, type SqlQuery } from '../sql.js';
 import { PollCursor } from './cursor.js';
 import type { WorkerDeps } from './deps.js';
 import { idleDelay, Pipeline, runRound, writeDeferred } from './round.js';
+import { makeEnvelope } from '../../../test/support/envelopes.js';
 
 /**
  * A dialect over an in-memory partition of ready messages without groups: each statement records
@@ -25,22 +26,7 @@ function fakeDatabase(
     status: Status.ready,
     blocked: false,
     groupKey: null,
-    envelope: () => ({
-      id,
-      outbox: 'orders',
-      type: null,
-      groupKey: null,
-      partition: 0,
-      payload: { id },
-      headers: {},
-      attempts: 0,
-      lastError: null,
-      nextAttemptAt: null,
-      failingSince: null,
-      insertedAt: new Date(0),
-      status: Status.ready,
-      blocked: false,
-    }),
+    envelope: () => ({ ...makeEnvelope({ id, outbox: 'orders' }), status: Status.ready, blocked: false }),
   });
   const poll = (params: PollParams): PollResult => {
     const exclude = new Set(params.exclude ?? []);
