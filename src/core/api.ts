@@ -16,6 +16,14 @@ export interface OutboxerOptions<Tx, Sync extends boolean> {
   testing?: 'manual';
   /** Instance name, part of the NOTIFY payload. Default `'outboxer'`. */
   name?: string;
+  /**
+   * This node's identity in the lease table, for platforms that run at most one live process per
+   * identity (a StatefulSet pod name, a host running one relay): a restart with the same `nodeId`
+   * takes back the partitions its crashed predecessor held at once instead of waiting up to
+   * `leaseTimeout` for them to lapse. Never give two live processes the same `nodeId`. Default: a
+   * fresh `name:uuid` per instance.
+   */
+  nodeId?: string;
   /** Schema of tables given without one. Default: the connection's search path (Postgres), `main` (SQLite). */
   schema?: string;
   /** Milliseconds after which a silent worker loses its partition. Default 30000. */

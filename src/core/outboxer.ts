@@ -73,7 +73,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       this.settings,
       resolveOutboxes(options.database, this.settings, options.outboxes),
       this.settings.logger,
-      `${this.settings.name}:${randomUUID()}`,
+      this.settings.nodeId ?? `${this.settings.name}:${randomUUID()}`,
     );
     const shared = this.instance as Instance<unknown, boolean>;
     this.publisher = new Publisher(this.instance, options.publishHeaders);
