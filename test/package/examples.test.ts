@@ -17,10 +17,10 @@ import {
   mkdirSync,
   mkdtempSync,
   readFileSync,
-  rmSync,
   symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
@@ -165,7 +165,8 @@ beforeAll(async () => {
   await install(await pack());
 }, 600_000);
 
-afterAll(() => rmSync(work, { recursive: true, force: true }));
+// The scratch app holds a few hundred packages: removing them takes a while on a busy disk.
+afterAll(() => rm(work, { recursive: true, force: true }), 300_000);
 
 test('the guides embed examples, and each names outboxer among what it installs', () => {
   expect(examples.length).toBeGreaterThanOrEqual(20);
