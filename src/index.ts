@@ -8,7 +8,14 @@ export {
   type Counts,
   type CountsOptions,
   type BlockedGroup,
+  type BlockedGroupHead,
   type PublishInput,
+  type FindMessagesOptions,
+  type FoundMessage,
+  type MessagePage,
+  type MessageState,
+  type NodeState,
+  type PartitionState,
 } from './core/outboxer.js';
 export type { OutboxOptions, Ordering, Retention, ResolvedOutbox } from './core/options.js';
 export type { PublishOptions } from './core/encoding.js';

@@ -1,6 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { Administration } from './administration.js';
-import type { BlockedGroup, Counts, CountsOptions, OutboxerOptions, PublishInput } from './api.js';
+import type {
+  BlockedGroup,
+  BlockedGroupHead,
+  Counts,
+  CountsOptions,
+  FindMessagesOptions,
+  MessagePage,
+  NodeState,
+  OutboxerOptions,
+  PartitionState,
+  PublishInput,
+} from './api.js';
 import { checkServerVersion } from './configuration.js';
 import type { DatabaseAdapter, MaybePromise } from './database.js';
 import type { PublishOptions } from './encoding.js';
@@ -22,7 +33,20 @@ import type { Envelope } from './relay.js';
 import { RelayingNode } from './relaying.js';
 import { drainOutbox, mergeDrainResults, type DrainOptions, type DrainResult } from './testing.js';
 
-export type { BlockedGroup, Counts, CountsOptions, OutboxerOptions, PublishInput } from './api.js';
+export type {
+  BlockedGroup,
+  BlockedGroupHead,
+  Counts,
+  CountsOptions,
+  FindMessagesOptions,
+  FoundMessage,
+  MessagePage,
+  MessageState,
+  NodeState,
+  OutboxerOptions,
+  PartitionState,
+  PublishInput,
+} from './api.js';
 
 type Published<Sync extends boolean> = MaybePromise<number, Sync>;
 
@@ -84,6 +108,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   /** The resolved options of an outbox; throws `UNKNOWN_OUTBOX` for a name that was not configured. */
   outbox(name: string): ResolvedOutbox {
     return this.instance.outbox(name);
+  }
+
+  /** The names of the configured outboxes, in the order given. */
+  outboxNames(): string[] {
+    return [...this.instance.outboxes.keys()];
   }
 
   /**
@@ -167,7 +196,16 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
    *   console.log(`${g.groupKey}: #${g.headId} failing since ${g.blockedSince} (${g.attempts}×, ${g.waiting} waiting): ${g.lastError}`);
    * }
    */
-  blockedGroups(outbox: string, options: { limit?: number } = {}): Promise<BlockedGroup[]> {
+  blockedGroups(outbox: string, options?: { limit?: number }): Promise<BlockedGroup[]>;
+  /**
+   * The same without counting what waits behind each head (`waiting: false`): the heads come from
+   * a partial index, so the call costs the same at any depth of backlog (for dashboards).
+   */
+  blockedGroups(outbox: string, options: { limit?: number; waiting: false }): Promise<BlockedGroupHead[]>;
+  blockedGroups(
+    outbox: string,
+    options: { limit?: number; waiting?: boolean } = {},
+  ): Promise<BlockedGroup[] | BlockedGroupHead[]> {
     return this.administration.blockedGroups(outbox, options);
   }
 
@@ -179,6 +217,51 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   /** Dead messages, oldest first. `limit`: 1 to 10,000, default 100. */
   listDead(outbox: string, options: { limit?: number } = {}): Promise<Envelope[]> {
     return this.administration.list(outbox, 'dead', options.limit);
+  }
+
+  /**
+   * Pending or dead messages that match every filter given, a page at a time (keyset paging by
+   * id): for dashboards and support tools. Each call examines at most `scan` messages of the
+   * status (default 10,000) from an index in id order, so it costs the same at any backlog depth;
+   * `next` says where to go on from, `null` at the end.
+   *
+   * @example
+   * let afterId = 0;
+   * do {
+   *   const page = await outboxer.findMessages('orders', { status: 'dead', groupKey: 'order:42', afterId });
+   *   for (const m of page.messages) console.log(m.id, m.state, m.lastError);
+   *   afterId = page.next ?? 0;
+   * } while (afterId !== 0);
+   */
+  findMessages(outbox: string, options: FindMessagesOptions): Promise<MessagePage> {
+    return this.administration.findMessages(outbox, options);
+  }
+
+  /**
+   * Every partition of an outbox with its lease (holder, epoch, expiry) and its backlog, in order;
+   * orphaned partitions (at or above the recorded `partitions`, holding messages) too. A read of
+   * the lease table and, for the backlog, of the tallies on Postgres (a few rows per partition) or
+   * the pending rows' indexes on SQLite (the cost of `counts()`).
+   *
+   * @example
+   * for (const p of await outboxer.partitions('orders')) {
+   *   console.log(p.partition, p.leased ? `${p.owner} (epoch ${p.epoch})` : 'unleased', p.backlog);
+   * }
+   */
+  partitions(outbox: string): Promise<PartitionState[]> {
+    return this.administration.partitions(outbox);
+  }
+
+  /**
+   * The relaying nodes of an outbox from their heartbeats, by node id: `live` when seen within
+   * `leaseTimeout`, with the partitions each holds. Nodes silent for ten lease periods are
+   * forgotten by the others' heartbeats and no longer listed.
+   *
+   * @example
+   * const live = (await outboxer.relayingNodes('orders')).filter((n) => n.live);
+   */
+  relayingNodes(outbox: string): Promise<NodeState[]> {
+    return this.administration.nodes(outbox);
   }
 
   /**

@@ -17,6 +17,8 @@ export const channels = {
   leaseReleased: diagnostics.channel('outboxer:lease:released'),
   leaseLost: diagnostics.channel('outboxer:lease:lost'),
   error: diagnostics.channel('outboxer:error'),
+  dashboardAction: diagnostics.channel('outboxer:dashboard:action'),
+  dashboardRefused: diagnostics.channel('outboxer:dashboard:refused'),
 } as const;
 
 export type ChannelName = keyof typeof channels;

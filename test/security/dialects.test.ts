@@ -88,6 +88,10 @@ const CALLS: Record<
   discard: (d, t) => d.discard(t, V, [1, 2]),
   releaseOrphanedHolds: (d, t) => d.releaseOrphanedHolds(t, V, true),
   blockedGroups: (d, t) => d.blockedGroups(t, V, 10, true),
+  findMessages: (d, t) =>
+    d.findMessages(t, V, { which: 'dead', afterId: 0, limit: 10, scan: 100, groupKey: V, type: V, error: V }),
+  partitions: (d, t) => d.partitions(t, V, 4, 1),
+  nodes: (d, t) => d.nodes(t, V, 1000, 1),
   prune: (d, t) => d.prune(t, V, 60, 100, 1),
 };
 

@@ -3,6 +3,7 @@ import {
   blockedGroups,
   counts,
   discard,
+  findMessages,
   list,
   migrationLock,
   missingSchemaObject,
@@ -12,7 +13,15 @@ import {
   writeConfiguration,
 } from './admin.js';
 import { nextRetryAt, prune } from './housekeeping.js';
-import { acquireLease, heartbeat, releaseLease, removeNode, renewLease } from './leases.js';
+import {
+  acquireLease,
+  heartbeat,
+  nodes,
+  partitions,
+  releaseLease,
+  removeNode,
+  renewLease,
+} from './leases.js';
 import { poll } from './poll.js';
 import { insert } from './publish.js';
 import { hold, releaseOrphanedHolds, settle } from './settle.js';
@@ -54,6 +63,9 @@ export const sqliteDialect: Dialect = Object.freeze({
   // 3.42: unixepoch('subsec'); 3.38: ->> on JSON; 3.35: RETURNING.
   minimumVersion: { number: 3_042_000, name: 'SQLite 3.42' },
   list,
+  findMessages,
+  partitions,
+  nodes,
   retryDead,
   discard,
   releaseOrphanedHolds,
