@@ -17,6 +17,9 @@ export const channels = {
   leaseReleased: diagnostics.channel('outboxer:lease:released'),
   leaseLost: diagnostics.channel('outboxer:lease:lost'),
   error: diagnostics.channel('outboxer:error'),
+  inboxHandled: diagnostics.channel('outboxer:inbox:handled'),
+  inboxDuplicate: diagnostics.channel('outboxer:inbox:duplicate'),
+  inboxPrune: diagnostics.channel('outboxer:inbox:prune'),
 } as const;
 
 export type ChannelName = keyof typeof channels;

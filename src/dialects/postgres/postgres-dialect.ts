@@ -13,6 +13,7 @@ import {
 } from './admin.js';
 import { compactTallies, nextRetryAt, prune, recount } from './housekeeping.js';
 import { acquireLease, countRewind, heartbeat, releaseLease, removeNode, renewLease } from './leases.js';
+import { postgresInbox } from './inbox.js';
 import { poll } from './poll.js';
 import { postgresSchema } from './postgres-schema.js';
 import { insert } from './publish.js';
@@ -31,6 +32,7 @@ import { acknowledgeAndPoll, hold, releaseOrphanedHolds, settle } from './settle
 export { inFlight } from './poll.js';
 
 export const postgresDialect: Dialect = Object.freeze({
+  inbox: postgresInbox,
   name: 'postgres' as const,
   capabilities: Object.freeze({
     notifications: true,

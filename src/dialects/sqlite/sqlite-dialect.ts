@@ -13,6 +13,7 @@ import {
 } from './admin.js';
 import { nextRetryAt, prune } from './housekeeping.js';
 import { acquireLease, heartbeat, releaseLease, removeNode, renewLease } from './leases.js';
+import { sqliteInbox } from './inbox.js';
 import { poll } from './poll.js';
 import { insert } from './publish.js';
 import { hold, releaseOrphanedHolds, settle } from './settle.js';
@@ -27,6 +28,7 @@ import { sqliteSchema } from './sqlite-schema.js';
  * the clock is passed in, never read.
  */
 export const sqliteDialect: Dialect = Object.freeze({
+  inbox: sqliteInbox,
   name: 'sqlite' as const,
   capabilities: Object.freeze({
     notifications: false,
