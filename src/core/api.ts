@@ -1,5 +1,6 @@
 /** The public shapes of an `Outboxer`'s options and of what its administration calls return. */
 import type { DatabaseAdapter } from './database.js';
+import type { InboxOptions } from './inbox/options.js';
 import type { Logger } from './logger.js';
 import type { Message } from './message.js';
 import type { OutboxOptions } from './options.js';
@@ -9,8 +10,10 @@ import type { Envelope } from './relay.js';
 export interface OutboxerOptions<Tx, Sync extends boolean> {
   /** The database, from a client adapter such as `nodePostgres(pool)` or `betterSqlite3(db)`. */
   database: DatabaseAdapter<Tx, Sync>;
-  /** The outboxes by name. */
-  outboxes: Record<string, OutboxOptions>;
+  /** The outboxes by name. May be left out (or empty) by a consumer that configures `inboxes`. */
+  outboxes?: Record<string, OutboxOptions>;
+  /** The inboxes by name (see docs/inbox.md): `inbox(name).handle(tx, message, handler)`. */
+  inboxes?: Record<string, InboxOptions>;
   /** Default true. False makes a publish-only instance: no workers, no connections of its own. */
   relay?: boolean;
   /** `'manual'`: no workers; deliver with `drain()` in tests. */

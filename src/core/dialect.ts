@@ -5,6 +5,7 @@
  */
 import type { DialectAdministration } from './dialect-admin.js';
 import type { QualifiedName } from './identifiers.js';
+import type { InboxDialect } from './inbox/dialect.js';
 import type { Ordering } from './options.js';
 import type { Batch, SqlQuery, Statement, StatusValue } from './sql.js';
 
@@ -222,10 +223,8 @@ export interface PollResult {
   /** With {@link PollParams.checkPublishers}: no publishing transaction was in flight. */
   readonly publishersQuiet: boolean;
 }
-
 /** An acknowledgement with the next poll: `undefined` when the lease was lost (nothing written). */
 export type AcknowledgedPoll = PollResult | undefined;
-
 export interface SettleResult {
   /** False when the lease was lost: nothing was written. */
   readonly leaseHeld: boolean;
@@ -268,6 +267,7 @@ export interface Dialect extends DialectAdministration {
   readonly capabilities: DialectCapabilities;
   /** DDL for a message table and its companions, in order; idempotent. */
   schema(table: QualifiedName): string[];
+  readonly inbox: InboxDialect; // the inbox's table and statements (core/inbox)
   /** Statements that make concurrent `migrate()` calls wait for each other, run first in the migration transaction. */
   migrationLock(): SqlQuery[];
   /** The ids of the inserted rows, ascending (the order of `rows`). */

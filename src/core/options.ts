@@ -137,6 +137,7 @@ const OUTBOX_KEYS = [
 export const INSTANCE_KEYS = [
   'database',
   'outboxes',
+  'inboxes',
   'relay',
   'testing',
   'name',
@@ -192,7 +193,7 @@ function oneOf<T extends string>(path: string, value: unknown, accepted: readonl
   return value as T;
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 

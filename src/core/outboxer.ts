@@ -17,6 +17,9 @@ import type { DatabaseAdapter, MaybePromise } from './database.js';
 import type { PublishOptions } from './encoding.js';
 import { OutboxerError } from './errors.js';
 import { sameTable, type QualifiedName } from './identifiers.js';
+import { Inbox } from './inbox/inbox.js';
+import { inboxTables, resolveInboxes, type ResolvedInbox } from './inbox/options.js';
+import { InboxPruner } from './inbox/pruner.js';
 import { Instance } from './instance.js';
 import { isMessage, type Message } from './message.js';
 import {
@@ -70,6 +73,8 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   private readonly publisher: Publisher<Tx, Sync>;
   private readonly relaying: RelayingNode;
   private readonly administration: Administration;
+  private readonly inboxes: ReadonlyMap<string, { options: ResolvedInbox; inbox: Inbox<unknown, boolean> }>;
+  private readonly inboxPruner: InboxPruner;
 
   constructor(options: OutboxerOptions<Tx, Sync>) {
     if (typeof options !== 'object' || options === null)
@@ -95,7 +100,7 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     this.instance = new Instance(
       options.database,
       this.settings,
-      resolveOutboxes(options.database, this.settings, options.outboxes),
+      resolveOutboxes(options.database, this.settings, options.outboxes, options.inboxes !== undefined),
       this.settings.logger,
       this.settings.nodeId ?? `${this.settings.name}:${randomUUID()}`,
     );
@@ -103,6 +108,34 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     this.publisher = new Publisher(this.instance, options.publishHeaders);
     this.administration = new Administration(shared);
     this.relaying = new RelayingNode(shared, (outbox) => this.administration.prune(outbox));
+    const inboxes = resolveInboxes(options.inboxes, this.settings.schema);
+    this.inboxes = new Map(
+      [...inboxes.values()].map((inbox) => [
+        inbox.name,
+        {
+          options: inbox,
+          inbox: new Inbox(options.database as DatabaseAdapter<unknown, boolean>, inbox, this.settings.name),
+        },
+      ]),
+    );
+    this.inboxPruner = new InboxPruner([...this.inboxes.values()], this.settings.logger);
+  }
+
+  /**
+   * An inbox: `inbox(name).handle(tx, { id, source }, handler)` runs the handler inside your
+   * transaction only for a message not handled before, and records it as handled there. Throws
+   * `UNKNOWN_INBOX` for a name not in the `inboxes` option. See docs/inbox.md.
+   */
+  inbox(name: string): Inbox<Tx, Sync> {
+    const found = this.inboxes.get(name);
+    if (found === undefined) {
+      const known = [...this.inboxes.keys()];
+      throw new OutboxerError(
+        'UNKNOWN_INBOX',
+        `Unknown inbox "${String(name)}". ${known.length === 0 ? 'No inbox is configured: add it to the inboxes option.' : `Configured inboxes: ${known.join(', ')}.`}`,
+      );
+    }
+    return found.inbox as unknown as Inbox<Tx, Sync>;
   }
 
   /** The resolved options of an outbox; throws `UNKNOWN_OUTBOX` for a name that was not configured. */
@@ -151,9 +184,13 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       if (!tables.some((t) => sameTable(t, outbox.table))) tables.push(outbox.table);
     }
     await checkServerVersion(this.instance.engine);
+    const inboxOptions = [...this.inboxes.values()].map(({ options }) => options);
     const statements = [
       ...adapter.dialect.migrationLock(),
       ...tables.flatMap((t) => adapter.dialect.schema(t)).map((text) => ({ text, values: [] })),
+      ...inboxTables(new Map(inboxOptions.map((o) => [o.name, o])))
+        .flatMap((t) => adapter.dialect.inbox.inboxSchema(t))
+        .map((text) => ({ text, values: [] })),
     ];
     await adapter.executeAtomically(statements);
   }
@@ -165,14 +202,16 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   async start(): Promise<void> {
     if (!this.settings.relay || this.settings.testing === 'manual') return;
     await this.relaying.start();
+    this.inboxPruner.start();
   }
 
   /**
    * Stops gracefully: every batch in flight is finished and settled (or, past `shutdownTimeout`,
    * abandoned unacknowledged), partitions are handed back, relays disconnected.
    */
-  stop(): Promise<void> {
-    return this.relaying.stop();
+  async stop(): Promise<void> {
+    await this.inboxPruner.stop();
+    await this.relaying.stop();
   }
 
   /**
@@ -314,8 +353,12 @@ function resolveOutboxes(
   adapter: DatabaseAdapter<unknown, boolean>,
   settings: InstanceSettings,
   raw: unknown,
+  hasInboxes: boolean,
 ): Map<string, ResolvedOutbox> {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || Object.keys(raw).length === 0) {
+  // A consumer with inboxes only may leave the outboxes out.
+  if (hasInboxes && raw === undefined) return new Map();
+  const empty = typeof raw === 'object' && raw !== null && Object.keys(raw).length === 0;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || (empty && !hasInboxes)) {
     throw invalidOption('outboxes', 'an object with at least one outbox, e.g. { orders: { relay } }', raw);
   }
   const relaying = settings.relay || settings.testing === 'manual';

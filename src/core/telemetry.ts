@@ -19,6 +19,9 @@ export const channels = {
   error: diagnostics.channel('outboxer:error'),
   dashboardAction: diagnostics.channel('outboxer:dashboard:action'),
   dashboardRefused: diagnostics.channel('outboxer:dashboard:refused'),
+  inboxHandled: diagnostics.channel('outboxer:inbox:handled'),
+  inboxDuplicate: diagnostics.channel('outboxer:inbox:duplicate'),
+  inboxPrune: diagnostics.channel('outboxer:inbox:prune'),
 } as const;
 
 export type ChannelName = keyof typeof channels;

@@ -23,6 +23,7 @@ import {
   removeNode,
   renewLease,
 } from './leases.js';
+import { postgresInbox } from './inbox.js';
 import { poll } from './poll.js';
 import { postgresSchema } from './postgres-schema.js';
 import { insert } from './publish.js';
@@ -41,6 +42,7 @@ import { acknowledgeAndPoll, hold, releaseOrphanedHolds, settle } from './settle
 export { inFlight } from './poll.js';
 
 export const postgresDialect: Dialect = Object.freeze({
+  inbox: postgresInbox,
   name: 'postgres' as const,
   capabilities: Object.freeze({
     notifications: true,

@@ -22,6 +22,7 @@ import {
   removeNode,
   renewLease,
 } from './leases.js';
+import { sqliteInbox } from './inbox.js';
 import { poll } from './poll.js';
 import { insert } from './publish.js';
 import { hold, releaseOrphanedHolds, settle } from './settle.js';
@@ -36,6 +37,7 @@ import { sqliteSchema } from './sqlite-schema.js';
  * the clock is passed in, never read.
  */
 export const sqliteDialect: Dialect = Object.freeze({
+  inbox: sqliteInbox,
   name: 'sqlite' as const,
   capabilities: Object.freeze({
     notifications: false,
