@@ -5,13 +5,18 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay, type Logger } from 'outboxer';
-import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import {
+  engineFixtures,
+  reportSkippedFixtures,
+  publishInTransaction,
+  type EngineFixture,
+} from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 
 const LEASE_TIMEOUT = 3_000;
 
-describe.each(fixtures)('a restart after a crash on $name', ({ make }) => {
-  let fixture: Fixture;
+describe.each(engineFixtures)('a restart after a crash on $name', ({ make }) => {
+  let fixture: EngineFixture;
   beforeAll(async () => void (fixture = await make()));
   afterAll(() => fixture.close());
 
@@ -71,3 +76,5 @@ describe.each(fixtures)('a restart after a crash on $name', ({ make }) => {
     }
   }, 60_000);
 });
+
+reportSkippedFixtures('a restart after a crash');
