@@ -1,5 +1,6 @@
 /**
- * The demo: `npm run demo`. No server needed: an embedded SQLite file.
+ * The demo: `npm run demo`. No server needed: an embedded SQLite file, through Node's built-in
+ * node:sqlite (Node 22.16+; better-sqlite3 on older Node, see demo-sqlite.ts).
  *
  * A shop writes orders and publishes their events in the same transaction. A relay that fails now
  * and then (a flaky downstream service) delivers them; outboxer retries with backoff, keeps each
@@ -10,9 +11,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import Database from 'better-sqlite3';
 import { Outboxer, defineMessage, functionRelay, type Envelope } from 'outboxer';
-import { betterSqlite3 } from 'outboxer/better-sqlite3';
+import { openDemoDatabase } from './demo-sqlite.js';
 
 const OrderPlaced = defineMessage<{ orderId: number; total: number }>({
   outbox: 'orders',
@@ -31,6 +31,8 @@ const OrderShipped = defineMessage<{ orderId: number }>({
 });
 
 export interface DemoResult {
+  /** Which SQLite library the demo ran on: `node:sqlite` where this Node has it. */
+  library: string;
   orders: number;
   delivered: number;
   retries: number;
@@ -45,9 +47,8 @@ export async function main(
   const failureRate = options.failureRate ?? 0.2;
   const log = options.quiet ? () => undefined : (line: string) => process.stdout.write(`${line}\n`);
   const dir = mkdtempSync(join(tmpdir(), 'outboxer-demo-'));
-  const db = new Database(join(dir, 'shop.db'));
-  db.pragma('journal_mode = WAL');
-  db.exec('CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL, status TEXT NOT NULL)');
+  const db = await openDemoDatabase(join(dir, 'shop.db'));
+  db.run('CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL, status TEXT NOT NULL)');
 
   // The downstream service: refuses ~20% of calls, and records what it accepted.
   let random = 12345;
@@ -76,30 +77,35 @@ export async function main(
   diagnostics.subscribe('outboxer:message:retry', onRetry);
 
   const outboxer = new Outboxer({
-    database: betterSqlite3(db),
+    database: db.adapter,
     outboxes: { orders: { relay, partitions: 2, pollInterval: 50, backoff: { min: 20, max: 200 } } },
   });
   try {
     await outboxer.migrate();
     await outboxer.start();
+    log(`SQLite through ${db.library}.`);
     log(
       `Placing ${orderCount} orders; each publishes OrderPlaced, OrderPaid, OrderShipped in its own transactions.`,
     );
 
-    const placeOrder = db.transaction((id: number) => {
-      const total = 1000 + id;
-      db.prepare('INSERT INTO orders (id, total, status) VALUES (?, ?, ?)').run(id, total, 'placed');
-      outboxer.publish(db, OrderPlaced({ orderId: id, total }));
-    });
-    const updateOrder = db.transaction((id: number, status: 'paid' | 'shipped') => {
-      db.prepare('UPDATE orders SET status = ? WHERE id = ?').run(status, id);
-      outboxer.publish(db, status === 'paid' ? OrderPaid({ orderId: id }) : OrderShipped({ orderId: id }));
-    });
-    const failedCheckout = db.transaction((id: number) => {
-      db.prepare('INSERT INTO orders (id, total, status) VALUES (?, ?, ?)').run(id, 0, 'placed');
-      outboxer.publish(db, OrderPlaced({ orderId: id, total: 0 }));
-      throw new Error('card declined'); // rolls back the order AND its event
-    });
+    const tx = db.connection;
+    const placeOrder = (id: number) =>
+      db.transaction(() => {
+        const total = 1000 + id;
+        db.run('INSERT INTO orders (id, total, status) VALUES (?, ?, ?)', id, total, 'placed');
+        outboxer.publish(tx, OrderPlaced({ orderId: id, total }));
+      });
+    const updateOrder = (id: number, status: 'paid' | 'shipped') =>
+      db.transaction(() => {
+        db.run('UPDATE orders SET status = ? WHERE id = ?', status, id);
+        outboxer.publish(tx, status === 'paid' ? OrderPaid({ orderId: id }) : OrderShipped({ orderId: id }));
+      });
+    const failedCheckout = (id: number) =>
+      db.transaction(() => {
+        db.run('INSERT INTO orders (id, total, status) VALUES (?, ?, ?)', id, 0, 'placed');
+        outboxer.publish(tx, OrderPlaced({ orderId: id, total: 0 }));
+        throw new Error('card declined'); // rolls back the order AND its event
+      });
 
     for (let id = 1; id <= orderCount; id += 1) placeOrder(id);
     for (let id = 1; id <= orderCount; id += 1) updateOrder(id, 'paid');
@@ -130,7 +136,7 @@ export async function main(
     log(`Orders whose events arrived out of order: ${outOfOrder}.`);
     log(`Phantom events from the rolled-back checkout: ${received.has(`order:${orderCount + 1}`) ? 1 : 0}.`);
     log(`Final counts: ${JSON.stringify(counts)}`);
-    return { orders: received.size, delivered, retries, outOfOrder, counts };
+    return { library: db.library, orders: received.size, delivered, retries, outOfOrder, counts };
   } finally {
     diagnostics.unsubscribe('outboxer:message:retry', onRetry);
     await outboxer.stop();

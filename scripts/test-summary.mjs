@@ -1,11 +1,32 @@
 // Prints vitest's JSON report as the plain closing line CI reads: "N passed, N failed, N skipped".
+// With several reports (`node scripts/test-summary.mjs "Node 24=.tmp/a.json" "Node 22=.tmp/b.json"`)
+// it prints one labelled line per report, then the totals as the closing line.
 import { readFileSync } from 'node:fs';
 
-const file = process.argv[2] ?? '.tmp/vitest.json';
-try {
-  const report = JSON.parse(readFileSync(file, 'utf8'));
-  console.log(`${report.numPassedTests} passed, ${report.numFailedTests} failed, ${report.numPendingTests + report.numTodoTests} skipped`);
-} catch (error) {
-  console.log(`0 passed, 1 failed (no test report at ${file}: ${error.message})`);
-  process.exitCode = 1;
+const args = process.argv.slice(2);
+const reports = (args.length > 0 ? args : ['.tmp/vitest.json']).map((arg) => {
+  const at = arg.indexOf('=');
+  return at < 0 ? { label: undefined, file: arg } : { label: arg.slice(0, at), file: arg.slice(at + 1) };
+});
+
+const total = { passed: 0, failed: 0, skipped: 0 };
+const line = (c) => `${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped`;
+for (const { label, file } of reports) {
+  let counts;
+  try {
+    const report = JSON.parse(readFileSync(file, 'utf8'));
+    counts = {
+      passed: report.numPassedTests,
+      // A file that fails to load has no failed test, only a failed suite: count it as one.
+      failed: report.numFailedTests + (report.numFailedTests === 0 && report.numFailedTestSuites > 0 ? 1 : 0),
+      skipped: report.numPendingTests + report.numTodoTests,
+    };
+  } catch (error) {
+    console.log(`${label ? `${label}: ` : ''}no test report at ${file} (${error.message})`);
+    counts = { passed: 0, failed: 1, skipped: 0 };
+    process.exitCode = 1;
+  }
+  if (label) console.log(`${label}: ${line(counts)}`);
+  for (const key of Object.keys(total)) total[key] += counts[key];
 }
+console.log(line(total));

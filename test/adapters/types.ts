@@ -13,6 +13,7 @@ import type { PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import type { Knex } from 'knex';
 import type { ControlledTransaction, Kysely, Transaction } from 'kysely';
 import type pg from 'pg';
+import type { DatabaseSync } from 'node:sqlite';
 import type postgres from 'postgres';
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { expectTypeOf } from 'expect-type';
@@ -21,6 +22,7 @@ import { drizzle } from 'outboxer/drizzle';
 import { knex } from 'outboxer/knex';
 import { kysely } from 'outboxer/kysely';
 import { mikroOrm } from 'outboxer/mikro-orm';
+import { nodeSqlite } from 'outboxer/node-sqlite';
 import { nodePostgres, type PgTransactionClient } from 'outboxer/pg';
 import { postgresJs } from 'outboxer/postgres-js';
 import { prisma } from 'outboxer/prisma';
@@ -74,6 +76,14 @@ export async function drizzleTypes(
   onSqlite.publish(sqliteDb, 'orders', {});
   // @ts-expect-error a SQLite transaction does not belong to a Postgres outboxer
   sqliteDb.transaction((tx) => onPostgres.publish(tx, 'orders', {}));
+}
+
+export function nodeSqliteTypes(db: DatabaseSync) {
+  // node:sqlite's own DatabaseSync is what nodeSqlite() takes, and publish is synchronous on it.
+  const outboxer = new Outboxer({ database: nodeSqlite(db), outboxes });
+  expectTypeOf(outboxer.publish(db, 'orders', {})).toEqualTypeOf<number>();
+  // @ts-expect-error a publish on SQLite returns the id: no promise to await inside BEGIN … COMMIT
+  expectTypeOf(outboxer.publish(db, 'orders', {})).toEqualTypeOf<Promise<number>>();
 }
 
 type RuntimePrismaClient = InstanceType<ReturnType<typeof getPrismaClient>>;

@@ -4,10 +4,15 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay, type OutboxOptions } from 'outboxer';
-import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import {
+  engineFixtures,
+  reportSkippedFixtures,
+  publishInTransaction,
+  type EngineFixture,
+} from '../support/databases.js';
 
-describe.each(fixtures)('configuration agreement on $name', ({ make }) => {
-  let fixture: Fixture;
+describe.each(engineFixtures)('configuration agreement on $name', ({ make }) => {
+  let fixture: EngineFixture;
   beforeAll(async () => {
     fixture = await make();
   });
@@ -84,3 +89,5 @@ describe.each(fixtures)('configuration agreement on $name', ({ make }) => {
     );
   });
 });
+
+reportSkippedFixtures('configuration agreement');

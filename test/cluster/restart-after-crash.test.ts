@@ -6,7 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay, type Logger } from 'outboxer';
-import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import {
+  engineFixtures,
+  reportSkippedFixtures,
+  publishInTransaction,
+  type EngineFixture,
+} from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 
 const LEASE_TIMEOUT = 3_000;
@@ -21,7 +26,7 @@ function recordingLogger(warnings: Array<[string, Record<string, unknown> | unde
 }
 
 /** What a process that crashed leaves: its lease of partition 0, unrenewed, `left` ms from lapsing. */
-async function leaveLease(fixture: Fixture, table: string, owner: string, left: number): Promise<void> {
+async function leaveLease(fixture: EngineFixture, table: string, owner: string, left: number): Promise<void> {
   if (fixture.kind === 'sqlite') {
     await fixture.query(
       `INSERT INTO ${table}_leases (outbox, partition, owner, epoch, lease_until) VALUES ('orders', 0, ?, 1, ?)`,
@@ -35,8 +40,8 @@ async function leaveLease(fixture: Fixture, table: string, owner: string, left: 
   }
 }
 
-describe.each(fixtures)('a restart after a crash on $name', ({ make }) => {
-  let fixture: Fixture;
+describe.each(engineFixtures)('a restart after a crash on $name', ({ make }) => {
+  let fixture: EngineFixture;
   beforeAll(async () => void (fixture = await make()));
   afterAll(() => fixture.close());
 
@@ -110,3 +115,5 @@ describe.each(fixtures)('a restart after a crash on $name', ({ make }) => {
     }
   }, 60_000);
 });
+
+reportSkippedFixtures('a restart after a crash');

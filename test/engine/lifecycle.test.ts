@@ -5,16 +5,17 @@ import diagnostics from 'node:diagnostics_channel';
 import { afterAll, beforeAll, describe, expect, expectTypeOf, test } from 'vitest';
 import { Outboxer, defineMessage, functionRelay, type Envelope } from 'outboxer';
 import {
-  fixtures,
+  engineFixtures,
+  reportSkippedFixtures,
   postgresFixture,
   publishInTransaction,
   sqliteFixture,
-  type Fixture,
+  type EngineFixture,
 } from '../support/databases.js';
 import { sleep, waitUntil } from '../support/random.js';
 
-describe.each(fixtures)('lifecycle on $name', ({ name, make }) => {
-  let fixture: Fixture;
+describe.each(engineFixtures)('lifecycle on $name', ({ name, make }) => {
+  let fixture: EngineFixture;
   beforeAll(async () => {
     fixture = await make();
   });
@@ -413,3 +414,5 @@ test('publishHeaders adds headers to every message (its own headers win), and co
     await fixture.close();
   }
 });
+
+reportSkippedFixtures('lifecycle');

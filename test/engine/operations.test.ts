@@ -5,11 +5,16 @@
 import diagnostics from 'node:diagnostics_channel';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay, type Envelope, type OutboxOptions } from 'outboxer';
-import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import {
+  engineFixtures,
+  reportSkippedFixtures,
+  publishInTransaction,
+  type EngineFixture,
+} from '../support/databases.js';
 import { sleep, waitUntil } from '../support/random.js';
 
-describe.each(fixtures)('operations on $name', ({ make }) => {
-  let fixture: Fixture;
+describe.each(engineFixtures)('operations on $name', ({ make }) => {
+  let fixture: EngineFixture;
   beforeAll(async () => {
     fixture = await make();
   });
@@ -246,7 +251,7 @@ describe.each(fixtures)('operations on $name', ({ make }) => {
   });
 });
 
-describe.each(fixtures)('onDead agreement on $name', ({ make }) => {
+describe.each(engineFixtures)('onDead agreement on $name', ({ make }) => {
   test('an instance whose onDead differs from the relaying nodes refuses to revive or discard dead messages', async () => {
     const fixture = await make();
     try {
@@ -285,3 +290,6 @@ describe.each(fixtures)('onDead agreement on $name', ({ make }) => {
     }
   });
 });
+
+reportSkippedFixtures('operations');
+reportSkippedFixtures('onDead agreement');

@@ -12,7 +12,12 @@ import {
   type OutboxOptions,
   type PublishInput,
 } from 'outboxer';
-import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import {
+  engineFixtures,
+  reportSkippedFixtures,
+  publishInTransaction,
+  type EngineFixture,
+} from '../support/databases.js';
 import { seededRandom, waitUntil } from '../support/random.js';
 
 interface Delivery {
@@ -53,8 +58,8 @@ function flakyDestination(seed: number, failureRate: number) {
   return { relay, deliveries };
 }
 
-describe.each(fixtures)('ordering on $name', ({ name, make }) => {
-  let fixture: Fixture;
+describe.each(engineFixtures)('ordering on $name', ({ name, make }) => {
+  let fixture: EngineFixture;
   beforeAll(async () => {
     fixture = await make();
   });
@@ -389,3 +394,5 @@ describe.each(fixtures)('ordering on $name', ({ name, make }) => {
     await outboxer.close();
   });
 });
+
+reportSkippedFixtures('ordering');

@@ -6,7 +6,12 @@
 import diagnostics from 'node:diagnostics_channel';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, PermanentError, functionRelay, type Envelope, type PublishInput } from 'outboxer';
-import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import {
+  engineFixtures,
+  reportSkippedFixtures,
+  publishInTransaction,
+  type EngineFixture,
+} from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 
 interface PlanNode {
@@ -21,8 +26,8 @@ interface PlanNode {
 /** outboxer's prune batch (not an option: `pruneAll` in src/core/outboxer.ts). */
 const PRUNE_BATCH = 10_000;
 
-describe.each(fixtures)('pruning on $name', ({ name, make }) => {
-  let fixture: Fixture;
+describe.each(engineFixtures)('pruning on $name', ({ name, make }) => {
+  let fixture: EngineFixture;
   beforeAll(async () => {
     fixture = await make();
   });
@@ -302,3 +307,5 @@ describe.each(fixtures)('pruning on $name', ({ name, make }) => {
     }
   });
 });
+
+reportSkippedFixtures('pruning');

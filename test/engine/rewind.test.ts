@@ -7,11 +7,16 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, batchRelay, type Envelope } from 'outboxer';
-import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import {
+  engineFixtures,
+  reportSkippedFixtures,
+  publishInTransaction,
+  type EngineFixture,
+} from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 
-describe.each(fixtures)('messages made ready below the cursor on $name', ({ name, make }) => {
-  let fixture: Fixture;
+describe.each(engineFixtures)('messages made ready below the cursor on $name', ({ name, make }) => {
+  let fixture: EngineFixture;
   beforeAll(async () => {
     fixture = await make();
   });
@@ -128,3 +133,5 @@ describe.each(fixtures)('messages made ready below the cursor on $name', ({ name
     await run.outboxer.close();
   });
 });
+
+reportSkippedFixtures('messages made ready below the cursor');

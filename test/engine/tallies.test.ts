@@ -7,13 +7,19 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, batchRelay, type Counts, type Logger } from 'outboxer';
 import { postgresDialect } from 'outboxer/pg';
-import { fixtures, postgresFixture, publishInTransaction, type Fixture } from '../support/databases.js';
+import {
+  engineFixtures,
+  reportSkippedFixtures,
+  postgresFixture,
+  publishInTransaction,
+  type EngineFixture,
+} from '../support/databases.js';
 import { sleep, waitUntil } from '../support/random.js';
 
 type Figures = Pick<Counts, 'pending' | 'dead' | 'delivered' | 'orphaned'>;
 
 /** The figures as a grouped count of the rows, `partitions` as recorded. */
-async function rowFigures(fixture: Fixture, table: string, partitions: number): Promise<Figures> {
+async function rowFigures(fixture: EngineFixture, table: string, partitions: number): Promise<Figures> {
   const [row] = await fixture.query(
     `SELECT
       count(CASE WHEN status < 3 THEN 1 END) AS pending,
@@ -37,8 +43,8 @@ function figuresOf(counts: Counts): Figures {
 
 let tables = 0;
 
-describe.each(fixtures)('counts() equals the rows on $name', ({ make }) => {
-  let fixture: Fixture;
+describe.each(engineFixtures)('counts() equals the rows on $name', ({ make }) => {
+  let fixture: EngineFixture;
   beforeAll(async () => {
     fixture = await make();
   });
@@ -341,3 +347,5 @@ describe('tallies on postgres', () => {
     }
   });
 });
+
+reportSkippedFixtures('counts() equals the rows');

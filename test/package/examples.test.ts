@@ -25,6 +25,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { nodeSqliteMissing } from '../support/node-sqlite.js';
 import { withScratchDatabase } from '../support/scratch-database.js';
 import {
   allDocs,
@@ -205,26 +206,32 @@ test('every guide example type-checks against the packed package, strict', async
 }, 300_000);
 
 describe.each(examples)('$file ($guide.doc)', ({ guide, file }) => {
-  test('runs as written with only what the guide installs', async () => {
-    const imported = packagesImportedBy(readFileSync(join(root, file), 'utf8'));
-    expect(
-      [...imported].filter((name) => !guide.packages.includes(name)),
-      'imported, not installed',
-    ).toEqual([]);
+  // node:sqlite's example needs the Node that has it (22.16+); CI runs this file on 24 and 22.
+  const needsNodeSqlite = file.includes('node-sqlite') && nodeSqliteMissing !== undefined;
+  test.skipIf(needsNodeSqlite)(
+    'runs as written with only what the guide installs',
+    async () => {
+      const imported = packagesImportedBy(readFileSync(join(root, file), 'utf8'));
+      expect(
+        [...imported].filter((name) => !guide.packages.includes(name)),
+        'imported, not installed',
+      ).toEqual([]);
 
-    await withScratchDatabase(async (url) => {
-      const command = file.endsWith('.test.ts')
-        ? [join(guide.dir, 'node_modules/vitest/vitest.mjs'), 'run', file]
-        : [join(root, 'node_modules/tsx/dist/cli.mjs'), file];
-      const { stdout } = await run(process.execPath, command, {
-        cwd: guide.dir,
-        env: { ...process.env, DATABASE_URL: url, NODE_OPTIONS: '' },
-        timeout: 180_000,
-        maxBuffer: 64 << 20,
+      await withScratchDatabase(async (url) => {
+        const command = file.endsWith('.test.ts')
+          ? [join(guide.dir, 'node_modules/vitest/vitest.mjs'), 'run', file]
+          : [join(root, 'node_modules/tsx/dist/cli.mjs'), file];
+        const { stdout } = await run(process.execPath, command, {
+          cwd: guide.dir,
+          env: { ...process.env, DATABASE_URL: url, NODE_OPTIONS: '' },
+          timeout: 180_000,
+          maxBuffer: 64 << 20,
+        });
+        const [, expected] = expectedOutput.find(([path]) => path.test(file)) ?? [];
+        expect(expected, `an expected output for ${file}`).toBeDefined();
+        expect(stdout).toMatch(expected!);
       });
-      const [, expected] = expectedOutput.find(([path]) => path.test(file)) ?? [];
-      expect(expected, `an expected output for ${file}`).toBeDefined();
-      expect(stdout).toMatch(expected!);
-    });
-  }, 240_000);
+    },
+    240_000,
+  );
 });

@@ -4,8 +4,11 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { betterSqlite3 } from 'outboxer/better-sqlite3';
+import { nodeSqlite } from 'outboxer/node-sqlite';
 import { nodePostgres } from 'outboxer/pg';
 import type { DatabaseAdapter, PublishInput } from 'outboxer';
+import { test } from 'vitest';
+import { DatabaseSync, nodeSqliteMissing } from './node-sqlite.js';
 
 export const DATABASE_URL =
   process.env.OUTBOXER_TEST_DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -82,12 +85,74 @@ export function sqliteFixture() {
   };
 }
 
+/**
+ * A fresh SQLite file opened with Node's built-in `node:sqlite` (Node 22.16+; see
+ * `./node-sqlite.ts` for where it is missing). Same shape as {@link sqliteFixture}.
+ */
+export function nodeSqliteFixture() {
+  if (DatabaseSync === undefined) throw new Error('nodeSqliteFixture: this Node has no usable node:sqlite');
+  const dir = mkdtempSync(join(tmpdir(), 'outboxer-'));
+  const db = new DatabaseSync(join(dir, 'test.db'), { timeout: 5_000 });
+  db.exec('PRAGMA journal_mode = WAL');
+  return {
+    kind: 'sqlite' as const,
+    db,
+    database: nodeSqlite(db) as DatabaseAdapter,
+    /** node:sqlite transactions are BEGIN … COMMIT around synchronous code: `fn` must not be async. */
+    async transaction<T>(fn: (tx: typeof db) => T): Promise<T> {
+      db.exec('BEGIN');
+      try {
+        const value = fn(db);
+        if (value instanceof Promise)
+          throw new Error('nodeSqliteFixture.transaction: fn must be synchronous');
+        db.exec('COMMIT');
+        return value;
+      } catch (error) {
+        if (db.isTransaction) db.exec('ROLLBACK');
+        throw error;
+      }
+    },
+    async query(text: string, values: unknown[] = []) {
+      return db.prepare(text).all({}, ...(values as never[])) as Record<string, unknown>[];
+    },
+    async close() {
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
 export type Fixture = Awaited<ReturnType<typeof postgresFixture>> | ReturnType<typeof sqliteFixture>;
+
+/** A fixture of the engine suites: {@link Fixture}, or SQLite through node:sqlite. */
+export type EngineFixture = Fixture | ReturnType<typeof nodeSqliteFixture>;
 
 export const fixtures: Array<{ name: 'postgres' | 'sqlite'; make: () => Promise<Fixture> }> = [
   { name: 'sqlite', make: async () => sqliteFixture() },
   { name: 'postgres', make: () => postgresFixture() },
 ];
+
+/**
+ * The fixtures of the engine suites (test/engine, test/cluster), which reach the database only
+ * through the fixture: {@link fixtures}, and SQLite through node:sqlite where this Node has it.
+ * Where it does not, each suite calls {@link reportSkippedFixtures}, which reports it as skipped.
+ */
+export const engineFixtures: Array<{
+  name: 'postgres' | 'sqlite' | 'node_sqlite';
+  make: () => Promise<EngineFixture>;
+}> = [
+  ...fixtures,
+  ...(DatabaseSync ? [{ name: 'node_sqlite' as const, make: async () => nodeSqliteFixture() }] : []),
+];
+
+/**
+ * Where this Node has no usable node:sqlite, registers one skipped test that says which suite did
+ * not run on it and why, so that the missing fixture shows in the skipped count, never as a pass.
+ */
+export function reportSkippedFixtures(suite: string): void {
+  if (nodeSqliteMissing !== undefined)
+    test.skip(`${suite} on node_sqlite: ${nodeSqliteMissing}`, () => undefined);
+}
 
 class Rollback extends Error {}
 
@@ -96,7 +161,7 @@ class Rollback extends Error {}
  * `rollback`, the transaction is rolled back after the publish. Returns the ids (even when rolled back).
  */
 export async function publishInTransaction(
-  fixture: Fixture,
+  fixture: EngineFixture,
   outboxer: { publishMany(tx: never, inputs: readonly PublishInput[]): unknown },
   inputs: readonly PublishInput[],
   options: { rollback?: boolean } = {},
