@@ -52,6 +52,7 @@ export type {
   SqlQuery,
   Row,
   Statement,
+  Statements,
   Batch,
   ListenHandlers,
   Listener,

@@ -76,9 +76,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       `${this.settings.name}:${randomUUID()}`,
     );
     const shared = this.instance as Instance<unknown, boolean>;
-    this.publisher = new Publisher(this.instance, options.publishHeaders);
     this.administration = new Administration(shared);
     this.relaying = new RelayingNode(shared, (outbox) => this.administration.prune(outbox));
+    this.publisher = new Publisher(this.instance, options.publishHeaders, (partitions) =>
+      this.relaying.published(partitions),
+    );
   }
 
   /** The resolved options of an outbox; throws `UNKNOWN_OUTBOX` for a name that was not configured. */

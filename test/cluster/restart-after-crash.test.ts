@@ -44,6 +44,12 @@ describe.each(fixtures)('a restart after a crash on $name', ({ make }) => {
         `INSERT INTO crashed_leases (outbox, partition, owner, epoch, lease_until) VALUES ('orders', 0, 'outboxer:crashed', 1, ?)`,
         [Date.now() + left],
       );
+    } else if (fixture.kind === 'mysql') {
+      // Unix milliseconds of the server's clock, as the dialect writes them.
+      await fixture.query(
+        `INSERT INTO crashed_leases (outbox, "partition", owner, epoch, lease_until) VALUES ('orders', 0, 'outboxer:crashed', 1, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ?)`,
+        [left],
+      );
     } else {
       await fixture.query(
         `INSERT INTO crashed_leases (outbox, partition, owner, epoch, lease_until) VALUES ('orders', 0, 'outboxer:crashed', 1, now() + $1 * interval '1 millisecond')`,
