@@ -8,7 +8,7 @@
  *   BENCH_PLANS=1 npm run bench      also print the Postgres plans of the poll, acknowledge, counts
  *   BENCH_QUICK=1 npm run bench      a smoke run (tiny counts, < 2 minutes): completes, judges nothing
  *
- * Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers (a subset), BENCH_OUT=<file> (where the
+ * Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard (a subset), BENCH_OUT=<file> (where the
  * report goes; default docs/benchmarks.md, or outboxer-benchmarks-quick-<db>.md in the temp directory
  * for quick runs),
  * BENCH_DATABASE_URL. Exits non-zero when a group of rows failed.
@@ -18,6 +18,7 @@ import os, { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchContext } from './context.js';
+import { dashboardRows } from './dashboard.js';
 import { latencyRows } from './latency.js';
 import { memoryRows } from './memory.js';
 import { peerRows } from './peers.js';
@@ -107,6 +108,7 @@ const POSTGRES_GROUPS: Group[] = [
   ['latency', latencyRows],
   ['memory', memoryRows],
   ['peers', peerRows],
+  ['dashboard', dashboardRows],
 ];
 
 async function main(): Promise<number> {

@@ -8,7 +8,14 @@ export {
   type Counts,
   type CountsOptions,
   type BlockedGroup,
+  type BlockedGroupHead,
   type PublishInput,
+  type FindMessagesOptions,
+  type FoundMessage,
+  type MessagePage,
+  type MessageState,
+  type NodeState,
+  type PartitionState,
 } from './core/outboxer.js';
 export type { OutboxOptions, Ordering, Retention, ResolvedOutbox } from './core/options.js';
 export type { PublishOptions } from './core/encoding.js';
@@ -42,6 +49,8 @@ export {
   type DeliveryErrorOptions,
 } from './core/errors.js';
 export type { Logger } from './core/logger.js';
+export type { Inbox, InboxHandler, InboxMessage, InboxOutcome } from './core/inbox/inbox.js';
+export type { InboxOptions } from './core/inbox/options.js';
 export type { DrainOptions, DrainResult } from './core/testing.js';
 export { channels } from './core/telemetry.js';
 export { hashGroupKey } from './core/partitioning.js';

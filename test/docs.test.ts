@@ -4,34 +4,19 @@
  * package a guide's TypeScript imports is on one of its `npm install` lines, and the README's
  * Options section names every option src/core/options.ts accepts.
  */
-import { existsSync, readFileSync, readdirSync } from 'node:fs';
-import { builtinModules } from 'node:module';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { describe, expect, test } from 'vitest';
+import { allDocs, embeddedExamples, importedPackages, installedPackages, root } from './support/guides.js';
 
-const root = resolve(import.meta.dirname, '..');
-
-function markdownFiles(dir: string): string[] {
-  return readdirSync(join(root, dir), { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory()
-      ? markdownFiles(join(dir, entry.name))
-      : entry.name.endsWith('.md')
-        ? [join(dir, entry.name)]
-        : [],
-  );
-}
-
-const docs = ['README.md', 'CHANGELOG.md', ...markdownFiles('docs')].filter((file) =>
-  existsSync(join(root, file)),
-);
+const docs = allDocs();
 
 describe.each(docs)('%s', (file) => {
   const text = readFileSync(join(root, file), 'utf8');
 
   test('embedded examples are the files the tests run', () => {
-    for (const match of text.matchAll(/<!-- example: (\S+) -->\n```\w*\n([\s\S]*?)```/g)) {
-      const [, path, code] = match;
-      expect(code, `${file}: the block for ${path}`).toBe(readFileSync(join(root, path!), 'utf8'));
+    for (const { path, code } of embeddedExamples(text)) {
+      expect(code, `${file}: the block for ${path}`).toBe(readFileSync(join(root, path), 'utf8'));
     }
   });
 
@@ -43,44 +28,9 @@ describe.each(docs)('%s', (file) => {
   });
 });
 
-/** The package a bare import specifier names (`@scope/name/sub` → `@scope/name`), or undefined. */
-function packageOf(specifier: string): string | undefined {
-  if (specifier.startsWith('.') || specifier.startsWith('/') || specifier.startsWith('node:'))
-    return undefined;
-  if (builtinModules.includes(specifier.split('/')[0]!)) return undefined;
-  const name = specifier
-    .split('/')
-    .slice(0, specifier.startsWith('@') ? 2 : 1)
-    .join('/');
-  return name === 'outboxer' ? undefined : name;
-}
-
-/** Packages imported by the ```ts blocks of a markdown text (fences may be indented, in lists). */
-function importedPackages(text: string): Set<string> {
-  const packages = new Set<string>();
-  for (const [, , code] of text.matchAll(/^([ \t]*)```ts\n([\s\S]*?)^\1```/gm)) {
-    for (const [, specifier] of code!.matchAll(
-      /(?:\bfrom\s+|^\s*import\s+|\bimport\s*\(\s*)['"]([^'"\n]+)['"]/gm,
-    )) {
-      const name = packageOf(specifier!);
-      if (name) packages.add(name);
-    }
-  }
-  return packages;
-}
-
-/** Every name on an `npm install` line of the text, in a shell block or inline code. */
-function installedPackages(text: string): Set<string> {
-  const packages = new Set<string>();
-  for (const [, rest] of text.matchAll(/\bnpm (?:install|i|add)\b([^`\n]*)/g)) {
-    for (const word of rest!.split(/[\s,]+/)) {
-      if (word && !word.startsWith('-')) packages.add(word.replace(/(.)@.*$/, '$1'));
-    }
-  }
-  return packages;
-}
-
-const guides = ['README.md', ...markdownFiles('docs/relays'), ...markdownFiles('docs/adapters')];
+// Every page a user reads, not only the adapter and relay guides: ordering, testing and operations
+// embed examples too.
+const guides = docs.filter((file) => file !== 'CHANGELOG.md');
 
 describe.each(guides)('%s', (file) => {
   test('its npm install lines name every package its TypeScript examples import', () => {
@@ -117,6 +67,10 @@ test('the import and install parsers read what the guides write', () => {
   expect([...installedPackages(text)]).toEqual(
     expect.arrayContaining(['outboxer', 'pg-boss', '@scope/pkg', 'other-pkg', 'undici']),
   );
+  const commented = 'npm install --save-dev @types/pg   # with TypeScript: pg-types, or better-sqlite3';
+  expect([
+    ...installedPackages(commented, (word) => /^[a-z@][\w@/.-]*$/.test(word) && word !== 'with'),
+  ]).toEqual(['@types/pg', 'pg-types', 'or', 'better-sqlite3']);
 });
 
 /** The string literals of `const NAME = [ ... ] as const` in src/core/options.ts. */

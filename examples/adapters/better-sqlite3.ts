@@ -2,26 +2,33 @@
  * outboxer with better-sqlite3: publish inside `db.transaction()`, synchronously (publish returns
  * the id, not a promise), and the order and its event commit together, or not at all.
  *
- *   npx tsx examples/adapters/better-sqlite3.ts
+ *   npx tsx examples/adapters/better-sqlite3.ts      (SQLITE_FILE, default :memory:)
  */
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { Outboxer, functionRelay, type Envelope } from 'outboxer';
 import { betterSqlite3 } from 'outboxer/better-sqlite3';
-import { until, type ExampleResult } from './support.js';
 
-export async function main(): Promise<ExampleResult> {
-  // An application opens a file: new Database('app.db'), then db.pragma('journal_mode = WAL').
-  const db = new Database(':memory:');
+export async function main(file = process.env.SQLITE_FILE ?? ':memory:') {
+  // An application opens a file (new Database('app.db')) in WAL mode.
+  const db = new Database(file);
+  if (file !== ':memory:') db.pragma('journal_mode = WAL');
   db.exec(
-    `CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, customer TEXT NOT NULL, total INTEGER NOT NULL)`,
+    `CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY AUTOINCREMENT, customer TEXT NOT NULL, total INTEGER NOT NULL)`,
   );
 
   const received: Envelope[] = [];
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  // The relay: here a function that keeps what it receives (in production SQS, Kafka, a webhook…).
+  const relay = functionRelay(async (message: Envelope) => {
+    received.push(message);
+    arrived();
+  });
   const outboxer = new Outboxer({
     database: betterSqlite3(db),
     outboxes: {
-      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), pollInterval: 50 },
+      orders: { relay, pollInterval: 50 },
     },
   });
 
@@ -50,7 +57,7 @@ export async function main(): Promise<ExampleResult> {
       // payment declined
     }
 
-    await until(() => received.length === 1);
+    await delivered;
     await outboxer.stop();
     return {
       delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),

@@ -2,7 +2,8 @@
  * outboxer with Drizzle ORM, on PostgreSQL (node-postgres) and on SQLite (better-sqlite3, where
  * publishing is synchronous, like Drizzle's transactions there).
  *
- *   npx tsx examples/adapters/drizzle.ts      (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
+ *   npx tsx examples/adapters/drizzle.ts      (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres;
+ *                                             SQLITE_FILE, default :memory:)
  */
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
@@ -14,7 +15,6 @@ import { integer, sqliteTable, text } from 'drizzle-orm/sqlite-core';
 import pg from 'pg';
 import { Outboxer, functionRelay, type Envelope } from 'outboxer';
 import { drizzle } from 'outboxer/drizzle';
-import { databaseUrl, exampleSchema, until, withSearchPath, type ExampleResult } from './support.js';
 
 const orders = pgTable('orders', {
   id: serial('id').primaryKey(),
@@ -27,21 +27,28 @@ const sqliteOrders = sqliteTable('orders', {
   total: integer('total').notNull(),
 });
 
-export async function main(): Promise<ExampleResult> {
-  const schema = exampleSchema();
-  const pool = new pg.Pool({ connectionString: withSearchPath(databaseUrl, schema) });
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+) {
+  const pool = new pg.Pool({ connectionString: databaseUrl });
   const db = drizzlePostgres(pool);
-  await db.execute(sql.raw(`CREATE SCHEMA "${schema}"`));
   await db.execute(
-    sql`CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`,
+    sql`CREATE TABLE IF NOT EXISTS orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`,
   );
 
   const received: Envelope[] = [];
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  // The relay: here a function that keeps what it receives (in production SQS, Kafka, a webhook…).
+  const relay = functionRelay(async (message: Envelope) => {
+    received.push(message);
+    arrived();
+  });
   // Relays run on the pool Drizzle wraps (db.$client), and LISTEN there with notify: true.
   const outboxer = new Outboxer({
     database: drizzle(db),
     outboxes: {
-      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), notify: true },
+      orders: { relay, notify: true },
     },
   });
   try {
@@ -72,7 +79,7 @@ export async function main(): Promise<ExampleResult> {
       })
       .catch(() => undefined);
 
-    await until(() => received.length === 1);
+    await delivered;
     await outboxer.stop();
     return {
       delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),
@@ -80,23 +87,29 @@ export async function main(): Promise<ExampleResult> {
     };
   } finally {
     await outboxer.stop();
-    await db.execute(sql.raw(`DROP SCHEMA "${schema}" CASCADE`));
     await pool.end();
   }
 }
 
 /** The same on SQLite: Drizzle's better-sqlite3 transactions are synchronous, and so is publish. */
-export async function mainSqlite(): Promise<ExampleResult> {
-  const sqlite = new Database(':memory:');
+export async function mainSqlite(file = process.env.SQLITE_FILE ?? ':memory:') {
+  const sqlite = new Database(file);
   const db = drizzleSqlite(sqlite);
   db.run(
-    sql`CREATE TABLE orders (id INTEGER PRIMARY KEY AUTOINCREMENT, customer TEXT NOT NULL, total INTEGER NOT NULL)`,
+    sql`CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY AUTOINCREMENT, customer TEXT NOT NULL, total INTEGER NOT NULL)`,
   );
   const received: Envelope[] = [];
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  // The relay: here a function that keeps what it receives (in production SQS, Kafka, a webhook…).
+  const relay = functionRelay(async (message: Envelope) => {
+    received.push(message);
+    arrived();
+  });
   const outboxer = new Outboxer({
     database: drizzle(db),
     outboxes: {
-      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), pollInterval: 50 },
+      orders: { relay, pollInterval: 50 },
     },
   });
   try {
@@ -126,7 +139,7 @@ export async function mainSqlite(): Promise<ExampleResult> {
     } catch {
       // rolled back, event included
     }
-    await until(() => received.length === 1);
+    await delivered;
     await outboxer.stop();
     return {
       delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),

@@ -1,23 +1,36 @@
+import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
-import type { ExampleResult } from './support.js';
+import { generatePrismaClient } from '../../test/adapters/prisma/client.js';
+import { withScratchDatabase } from '../../test/support/scratch-database.js';
+
+/** What every example returns: what the relay received, and the outbox counts at the end. */
+interface ExampleResult {
+  delivered: Array<{ type: string | null; groupKey: string | null; payload: unknown }>;
+  counts: { pending: number; delivered: number; dead: number };
+}
 
 const expected = [{ type: 'OrderPlaced', groupKey: 'order:1', payload: { orderId: 1, total: 4200 } }];
 
-// Runs each documented adapter example (Postgres; better-sqlite3 on SQLite): the committed order's
-// event is relayed, the rolled-back one is not, and the outbox ends empty.
+// Runs each documented adapter example (Postgres, each in a database of its own; better-sqlite3 in
+// memory): the committed order's event is relayed, the rolled-back one is not, and the outbox ends
+// empty.
 test.each([
   'pg',
   'better-sqlite3',
   'postgres-js',
   'kysely',
   'drizzle',
-  'prisma',
+  'prisma/example',
   'knex',
   'typeorm',
   'mikro-orm',
 ])('the %s example relays the committed order only', async (name) => {
-  const { main } = (await import(`./${name}.js`)) as { main: () => Promise<ExampleResult> };
-  const result = await main();
+  // What `npx prisma generate` does in an application: the example imports the generated client.
+  if (name.startsWith('prisma/')) {
+    generatePrismaClient(fileURLToPath(new URL('./prisma/schema.prisma', import.meta.url)));
+  }
+  const { main } = (await import(`./${name}.js`)) as { main: (url?: string) => Promise<ExampleResult> };
+  const result = name === 'better-sqlite3' ? await main() : await withScratchDatabase((url) => main(url));
   expect(result.delivered).toEqual(expected);
   expect(result.counts).toMatchObject({ pending: 0, dead: 0 });
 });
@@ -27,4 +40,16 @@ test('the Drizzle example on SQLite publishes synchronously and relays the commi
   const result = await mainSqlite();
   expect(result.delivered).toEqual(expected);
   expect(result.counts).toMatchObject({ pending: 0, dead: 0 });
+});
+
+test('running an example twice against the same database works (it leaves its tables behind)', async () => {
+  const { main } = await import('./pg.js');
+  await withScratchDatabase(async (url) => {
+    await main(url);
+    const second = await main(url);
+    expect(second.delivered).toEqual([
+      { type: 'OrderPlaced', groupKey: 'order:3', payload: { orderId: 3, total: 4200 } },
+    ]);
+    expect(second.counts).toMatchObject({ pending: 0, dead: 0 });
+  });
 });

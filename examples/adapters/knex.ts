@@ -7,23 +7,31 @@ import { pathToFileURL } from 'node:url';
 import createKnex from 'knex';
 import { Outboxer, functionRelay, type Envelope } from 'outboxer';
 import { knex } from 'outboxer/knex';
-import { databaseUrl, exampleSchema, until, withSearchPath, type ExampleResult } from './support.js';
 
-export async function main(): Promise<ExampleResult> {
-  const schema = exampleSchema();
-  const db = createKnex({ client: 'pg', connection: withSearchPath(databaseUrl, schema) });
-  await db.raw(`CREATE SCHEMA "${schema}"`);
-  await db.schema.createTable('orders', (table) => {
-    table.increments('id');
-    table.string('customer').notNullable();
-    table.integer('total').notNullable();
-  });
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+) {
+  const db = createKnex({ client: 'pg', connection: databaseUrl });
+  if (!(await db.schema.hasTable('orders'))) {
+    await db.schema.createTable('orders', (table) => {
+      table.increments('id');
+      table.string('customer').notNullable();
+      table.integer('total').notNullable();
+    });
+  }
 
   const received: Envelope[] = [];
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  // The relay: here a function that keeps what it receives (in production SQS, Kafka, a webhook…).
+  const relay = functionRelay(async (message: Envelope) => {
+    received.push(message);
+    arrived();
+  });
   const outboxer = new Outboxer({
     database: knex(db),
     outboxes: {
-      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), pollInterval: 50 },
+      orders: { relay, pollInterval: 50 },
     },
   });
   try {
@@ -54,7 +62,7 @@ export async function main(): Promise<ExampleResult> {
       })
       .catch(() => undefined);
 
-    await until(() => received.length === 1);
+    await delivered;
     await outboxer.stop();
     return {
       delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),
@@ -62,7 +70,6 @@ export async function main(): Promise<ExampleResult> {
     };
   } finally {
     await outboxer.stop();
-    await db.raw(`DROP SCHEMA "${schema}" CASCADE`);
     await db.destroy();
   }
 }

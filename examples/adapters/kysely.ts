@@ -5,35 +5,42 @@
  *   npx tsx examples/adapters/kysely.ts      (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
  */
 import { pathToFileURL } from 'node:url';
-import { Kysely, PostgresDialect, sql, type Generated } from 'kysely';
+import { Kysely, PostgresDialect, type Generated } from 'kysely';
 import pg from 'pg';
 import { Outboxer, functionRelay, type Envelope } from 'outboxer';
 import { kysely } from 'outboxer/kysely';
 import { nodePostgres } from 'outboxer/pg';
-import { databaseUrl, exampleSchema, until, withSearchPath, type ExampleResult } from './support.js';
 
 interface Shop {
   orders: { id: Generated<number>; customer: string; total: number };
 }
 
-export async function main(): Promise<ExampleResult> {
-  const schema = exampleSchema();
-  const pool = new pg.Pool({ connectionString: withSearchPath(databaseUrl, schema) });
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+) {
+  const pool = new pg.Pool({ connectionString: databaseUrl });
   const db = new Kysely<Shop>({ dialect: new PostgresDialect({ pool }) });
-  await sql`CREATE SCHEMA ${sql.id(schema)}`.execute(db);
   await db.schema
     .createTable('orders')
+    .ifNotExists()
     .addColumn('id', 'serial', (c) => c.primaryKey())
     .addColumn('customer', 'text', (c) => c.notNull())
     .addColumn('total', 'integer', (c) => c.notNull())
     .execute();
 
   const received: Envelope[] = [];
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  // The relay: here a function that keeps what it receives (in production SQS, Kafka, a webhook…).
+  const relay = functionRelay(async (message: Envelope) => {
+    received.push(message);
+    arrived();
+  });
   const outboxer = new Outboxer({
     // Kysely has no LISTEN: notify: true wakes relays through a dedicated connection of the pool.
     database: kysely(db, { notifications: nodePostgres(pool) }),
     outboxes: {
-      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), notify: true },
+      orders: { relay, notify: true },
     },
   });
   try {
@@ -73,7 +80,7 @@ export async function main(): Promise<ExampleResult> {
       })
       .catch(() => undefined);
 
-    await until(() => received.length === 1);
+    await delivered;
     await outboxer.stop();
     return {
       delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),
@@ -81,7 +88,6 @@ export async function main(): Promise<ExampleResult> {
     };
   } finally {
     await outboxer.stop();
-    await sql`DROP SCHEMA ${sql.id(schema)} CASCADE`.execute(db);
     await db.destroy();
   }
 }

@@ -8,7 +8,6 @@ import { pathToFileURL } from 'node:url';
 import { EntitySchema, MikroORM } from '@mikro-orm/postgresql';
 import { Outboxer, functionRelay, type Envelope } from 'outboxer';
 import { mikroOrm } from 'outboxer/mikro-orm';
-import { databaseUrl, exampleSchema, until, type ExampleResult } from './support.js';
 
 interface Order {
   id: number;
@@ -26,24 +25,27 @@ const OrderEntity = new EntitySchema<Order>({
   },
 });
 
-export async function main(): Promise<ExampleResult> {
-  const schema = exampleSchema();
-  const orm = await MikroORM.init({
-    clientUrl: databaseUrl,
-    entities: [OrderEntity],
-    driverOptions: { connection: { options: `-c search_path=${schema}` } },
-  });
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+) {
+  const orm = await MikroORM.init({ clientUrl: databaseUrl, entities: [OrderEntity] });
   const connection = orm.em.getConnection();
-  await connection.execute(`CREATE SCHEMA "${schema}"`);
   await connection.execute(
-    `CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`,
+    `CREATE TABLE IF NOT EXISTS orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`,
   );
 
   const received: Envelope[] = [];
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  // The relay: here a function that keeps what it receives (in production SQS, Kafka, a webhook…).
+  const relay = functionRelay(async (message: Envelope) => {
+    received.push(message);
+    arrived();
+  });
   const outboxer = new Outboxer({
     database: mikroOrm(orm),
     outboxes: {
-      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), pollInterval: 50 },
+      orders: { relay, pollInterval: 50 },
     },
   });
   try {
@@ -77,7 +79,7 @@ export async function main(): Promise<ExampleResult> {
       })
       .catch(() => undefined);
 
-    await until(() => received.length === 1);
+    await delivered;
     await outboxer.stop();
     return {
       delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),
@@ -85,7 +87,6 @@ export async function main(): Promise<ExampleResult> {
     };
   } finally {
     await outboxer.stop();
-    await connection.execute(`DROP SCHEMA "${schema}" CASCADE`);
     await orm.close(true);
   }
 }

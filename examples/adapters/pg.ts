@@ -8,20 +8,28 @@ import { pathToFileURL } from 'node:url';
 import pg from 'pg';
 import { Outboxer, functionRelay, type Envelope } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
-import { databaseUrl, exampleSchema, until, withSearchPath, type ExampleResult } from './support.js';
 
-export async function main(): Promise<ExampleResult> {
-  const schema = exampleSchema();
-  const pool = new pg.Pool({ connectionString: withSearchPath(databaseUrl, schema) });
-  await pool.query(`CREATE SCHEMA "${schema}"`);
-  await pool.query(`CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`);
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+) {
+  const pool = new pg.Pool({ connectionString: databaseUrl });
+  await pool.query(
+    `CREATE TABLE IF NOT EXISTS orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`,
+  );
 
   const received: Envelope[] = [];
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  // The relay: here a function that keeps what it receives (in production SQS, Kafka, a webhook…).
+  const relay = functionRelay(async (message: Envelope) => {
+    received.push(message);
+    arrived();
+  });
   const outboxer = new Outboxer({
     // Relays run on the pool; notify: true listens on one dedicated connection outside it.
     database: nodePostgres(pool),
     outboxes: {
-      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), notify: true },
+      orders: { relay, notify: true },
     },
   });
 
@@ -58,7 +66,7 @@ export async function main(): Promise<ExampleResult> {
     // A checkout that fails after publishing: its event is rolled back with the order.
     await placeOrder('bob', 100, true).catch(() => undefined);
 
-    await until(() => received.length === 1);
+    await delivered;
     await outboxer.stop();
     return {
       delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),
@@ -66,7 +74,6 @@ export async function main(): Promise<ExampleResult> {
     };
   } finally {
     await outboxer.stop();
-    await pool.query(`DROP SCHEMA "${schema}" CASCADE`);
     await pool.end();
   }
 }

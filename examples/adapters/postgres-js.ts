@@ -8,19 +8,25 @@ import { pathToFileURL } from 'node:url';
 import postgres from 'postgres';
 import { Outboxer, functionRelay, type Envelope } from 'outboxer';
 import { postgresJs } from 'outboxer/postgres-js';
-import { databaseUrl, exampleSchema, until, type ExampleResult } from './support.js';
 
-export async function main(): Promise<ExampleResult> {
-  const schema = exampleSchema();
-  const sql = postgres(databaseUrl, { onnotice: () => undefined, connection: { search_path: schema } });
-  await sql.unsafe(`CREATE SCHEMA "${schema}"`);
-  await sql`CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`;
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+) {
+  const sql = postgres(databaseUrl, { onnotice: () => undefined });
+  await sql`CREATE TABLE IF NOT EXISTS orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`;
 
   const received: Envelope[] = [];
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  // The relay: here a function that keeps what it receives (in production SQS, Kafka, a webhook…).
+  const relay = functionRelay(async (message: Envelope) => {
+    received.push(message);
+    arrived();
+  });
   const outboxer = new Outboxer({
     database: postgresJs(sql),
     outboxes: {
-      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), notify: true },
+      orders: { relay, notify: true },
     },
   });
   try {
@@ -51,7 +57,7 @@ export async function main(): Promise<ExampleResult> {
       })
       .catch(() => undefined);
 
-    await until(() => received.length === 1);
+    await delivered;
     await outboxer.stop();
     return {
       delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),
@@ -59,7 +65,6 @@ export async function main(): Promise<ExampleResult> {
     };
   } finally {
     await outboxer.stop();
-    await sql.unsafe(`DROP SCHEMA "${schema}" CASCADE`);
     await sql.end();
   }
 }

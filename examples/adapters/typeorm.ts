@@ -9,7 +9,6 @@ import { pathToFileURL } from 'node:url';
 import { DataSource, EntitySchema } from 'typeorm';
 import { Outboxer, functionRelay, type Envelope } from 'outboxer';
 import { typeorm } from 'outboxer/typeorm';
-import { databaseUrl, exampleSchema, until, withSearchPath, type ExampleResult } from './support.js';
 
 interface Order {
   id: number;
@@ -27,23 +26,30 @@ const OrderEntity = new EntitySchema<Order>({
   },
 });
 
-export async function main(): Promise<ExampleResult> {
-  const schema = exampleSchema();
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+) {
   const dataSource = await new DataSource({
     type: 'postgres',
-    url: withSearchPath(databaseUrl, schema),
+    url: databaseUrl,
     entities: [OrderEntity],
   }).initialize();
-  await dataSource.query(`CREATE SCHEMA "${schema}"`);
   await dataSource.query(
-    `CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`,
+    `CREATE TABLE IF NOT EXISTS orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`,
   );
 
   const received: Envelope[] = [];
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  // The relay: here a function that keeps what it receives (in production SQS, Kafka, a webhook…).
+  const relay = functionRelay(async (message: Envelope) => {
+    received.push(message);
+    arrived();
+  });
   const outboxer = new Outboxer({
     database: typeorm(dataSource),
     outboxes: {
-      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), pollInterval: 50 },
+      orders: { relay, pollInterval: 50 },
     },
   });
   try {
@@ -74,7 +80,7 @@ export async function main(): Promise<ExampleResult> {
       })
       .catch(() => undefined);
 
-    await until(() => received.length === 1);
+    await delivered;
     await outboxer.stop();
     return {
       delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),
@@ -82,7 +88,6 @@ export async function main(): Promise<ExampleResult> {
     };
   } finally {
     await outboxer.stop();
-    await dataSource.query(`DROP SCHEMA "${schema}" CASCADE`);
     await dataSource.destroy();
   }
 }

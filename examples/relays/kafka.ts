@@ -1,15 +1,19 @@
 /**
- * outboxer → Apache Kafka through @platformatic/kafka, with SQLite (better-sqlite3) as the database.
+ * outboxer → Apache Kafka through @platformatic/kafka, with the outbox in PostgreSQL through
+ * node-postgres (`pg`).
  *
- * Needs a Kafka broker on 127.0.0.1:9092 (`bash scripts/services/kafka.sh`), or set KAFKA_BROKERS.
+ * Needs PostgreSQL 13 or newer in DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres)
+ * and a Kafka broker in KAFKA_BROKERS (default 127.0.0.1:9092; in this repository:
+ * `bash scripts/services/kafka.sh`). It creates a table `orders` if there is none (the README's
+ * Quick start has the same one) and outboxer's own tables.
  *
  *   npx tsx examples/relays/kafka.ts
  */
 import { pathToFileURL } from 'node:url';
-import Database from 'better-sqlite3';
 import { Admin, Consumer, Producer, stringDeserializers } from '@platformatic/kafka';
+import pg from 'pg';
 import { Outboxer, defineMessage } from 'outboxer';
-import { betterSqlite3 } from 'outboxer/better-sqlite3';
+import { nodePostgres } from 'outboxer/pg';
 import { kafkaRelay, platformaticProducer } from 'outboxer/kafka';
 
 const OrderPlaced = defineMessage<{ orderId: number; total: number }>({
@@ -23,7 +27,9 @@ const OrderPaid = defineMessage<{ orderId: number }>({
   groupKey: (order) => `order:${order.orderId}`,
 });
 
-export async function main(): Promise<void> {
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+): Promise<void> {
   const brokers = (process.env.KAFKA_BROKERS ?? '127.0.0.1:9092').split(',');
   // The relay never creates topics. A fresh one per run: outbox ids restart at 1 in a new database.
   const topic = `outboxer-example-${Date.now()}`;
@@ -36,12 +42,9 @@ export async function main(): Promise<void> {
     bootstrapBrokers: brokers,
     idempotent: true,
   });
-  const db = new Database(':memory:');
-  db.exec(
-    'CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL, paid INTEGER NOT NULL DEFAULT 0)',
-  );
+  const pool = new pg.Pool({ connectionString: databaseUrl });
   const outboxer = new Outboxer({
-    database: betterSqlite3(db),
+    database: nodePostgres(pool),
     outboxes: {
       orders: { relay: kafkaRelay({ producer: platformaticProducer(producer), topic }), pollInterval: 100 },
     },
@@ -53,18 +56,22 @@ export async function main(): Promise<void> {
     deserializers: stringDeserializers,
   });
   try {
-    await outboxer.migrate();
+    // Your own table, here for the example.
+    await pool.query('CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, status text)');
+    await outboxer.migrate(); // or postgresSchemaSql() in your own migration tool
     await outboxer.start(); // checks the brokers and the topic: RELAY_MISCONFIGURED if either is missing
 
     // The business write and the message commit together, or neither does.
-    db.transaction(() => {
-      db.prepare('INSERT INTO orders (id, total) VALUES (?, ?)').run(1, 4200);
-      outboxer.publish(db, OrderPlaced({ orderId: 1, total: 4200 }));
-    })();
-    db.transaction(() => {
-      db.prepare('UPDATE orders SET paid = 1 WHERE id = ?').run(1);
-      outboxer.publish(db, OrderPaid({ orderId: 1 }));
-    })();
+    await inTransaction(pool, async (client) => {
+      await client.query(
+        `INSERT INTO orders VALUES (1, 'placed') ON CONFLICT (id) DO UPDATE SET status = 'placed'`,
+      );
+      await outboxer.publish(client, OrderPlaced({ orderId: 1, total: 4200 }));
+    });
+    await inTransaction(pool, async (client) => {
+      await client.query(`UPDATE orders SET status = 'paid' WHERE id = 1`);
+      await outboxer.publish(client, OrderPaid({ orderId: 1 }));
+    });
 
     while ((await outboxer.counts('orders')).pending > 0)
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -90,7 +97,23 @@ export async function main(): Promise<void> {
     await producer.close(); // the producer is yours: close it after outboxer.stop()
     await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
     await admin.close();
-    db.close();
+    await pool.end();
+  }
+}
+
+/** Runs `work` in a transaction on a client of the pool: COMMIT if it returns, ROLLBACK if it throws. */
+async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
   }
 }
 

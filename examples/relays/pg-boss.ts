@@ -1,18 +1,19 @@
 /**
- * outboxer → pg-boss 10, with SQLite (better-sqlite3) as the outbox's database and Postgres under
- * pg-boss.
+ * outboxer → pg-boss 10, with the outbox in PostgreSQL through node-postgres (`pg`): the same
+ * database as pg-boss's jobs here, though the two need not share one.
  *
- * Needs Postgres on 127.0.0.1:5432 (`bash scripts/services/postgres.sh`), or set DATABASE_URL.
- * pg-boss goes into a schema of its own for this run, dropped at the end.
+ * Needs PostgreSQL 13 or newer in DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres;
+ * in this repository: `bash scripts/services/postgres.sh`). It creates a table `orders` if there is
+ * none (the README's Quick start has the same one), outboxer's own tables, and pg-boss's schema
+ * `pgboss` if it is not there yet.
  *
  *   npx tsx examples/relays/pg-boss.ts
  */
-import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
-import Database from 'better-sqlite3';
 import PgBoss from 'pg-boss';
+import pg from 'pg';
 import { Outboxer, defineMessage } from 'outboxer';
-import { betterSqlite3 } from 'outboxer/better-sqlite3';
+import { nodePostgres } from 'outboxer/pg';
 import { pgBossRelay, type PgBossJobData } from 'outboxer/pg-boss';
 
 const OrderPlaced = defineMessage<{ orderId: number; total: number }>({
@@ -26,12 +27,10 @@ const OrderPaid = defineMessage<{ orderId: number }>({
   groupKey: (order) => `order:${order.orderId}`,
 });
 
-export async function main(): Promise<void> {
-  const schema = `outboxer_example_${randomBytes(4).toString('hex')}`;
-  const boss = new PgBoss({
-    connectionString: process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
-    schema,
-  });
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+): Promise<void> {
+  const boss = new PgBoss(databaseUrl);
   boss.on('error', (error) => console.error('pg-boss:', error.message));
   await boss.start(); // before outboxer.start(): the relay checks the queue
   await boss.createQueue('order-events'); // pg-boss 10 drops jobs for a queue that does not exist
@@ -50,35 +49,54 @@ export async function main(): Promise<void> {
     },
   );
 
-  const db = new Database(':memory:');
-  db.exec(
-    'CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL, paid INTEGER NOT NULL DEFAULT 0)',
-  );
+  const pool = new pg.Pool({ connectionString: databaseUrl });
   const outboxer = new Outboxer({
-    database: betterSqlite3(db),
+    database: nodePostgres(pool),
     outboxes: { orders: { relay: pgBossRelay({ boss, queue: 'order-events' }), pollInterval: 100 } },
   });
   try {
-    await outboxer.migrate();
+    // Your own table, here for the example.
+    await pool.query('CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, status text)');
+    await outboxer.migrate(); // or postgresSchemaSql() in your own migration tool
     await outboxer.start();
 
     // The business write and the message commit together, or neither does.
-    db.transaction(() => {
-      db.prepare('INSERT INTO orders (id, total) VALUES (?, ?)').run(1, 4200);
-      outboxer.publish(db, OrderPlaced({ orderId: 1, total: 4200 }));
-    })();
-    db.transaction(() => {
-      db.prepare('UPDATE orders SET paid = 1 WHERE id = ?').run(1);
-      outboxer.publish(db, OrderPaid({ orderId: 1 }));
-    })();
+    await inTransaction(pool, async (client) => {
+      await client.query(
+        `INSERT INTO orders VALUES (1, 'placed') ON CONFLICT (id) DO UPDATE SET status = 'placed'`,
+      );
+      await outboxer.publish(client, OrderPlaced({ orderId: 1, total: 4200 }));
+    });
+    await inTransaction(pool, async (client) => {
+      await client.query(`UPDATE orders SET status = 'paid' WHERE id = 1`);
+      await outboxer.publish(client, OrderPaid({ orderId: 1 }));
+    });
 
-    const deadline = Date.now() + 10_000;
-    while (handled < 2 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 50));
+    const deadline = Date.now() + 30_000;
+    while (handled < 2) {
+      if (Date.now() > deadline) throw new Error('the jobs did not run within 30 s');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
   } finally {
     await outboxer.stop(); // then pg-boss, which the relay uses until here
-    await boss.getDb().executeSql(`DROP SCHEMA ${schema} CASCADE`, []); // an application keeps its schema
     await boss.stop();
-    db.close();
+    await pool.end();
+  }
+}
+
+/** Runs `work` in a transaction on a client of the pool: COMMIT if it returns, ROLLBACK if it throws. */
+async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
   }
 }
 

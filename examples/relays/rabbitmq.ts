@@ -1,16 +1,18 @@
 /**
- * outboxer → RabbitMQ, with SQLite (better-sqlite3) as the database.
+ * outboxer → RabbitMQ, with the outbox in PostgreSQL through node-postgres (`pg`).
  *
- * Needs RabbitMQ on 127.0.0.1:5672 with guest/guest (`bash scripts/services/rabbitmq.sh`), or set
- * RABBITMQ_URL.
+ * Needs PostgreSQL 13 or newer in DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres)
+ * and RabbitMQ in RABBITMQ_URL (default amqp://guest:guest@127.0.0.1:5672; in this repository:
+ * `bash scripts/services/rabbitmq.sh`). It creates a table `orders` if there is none (the README's Quick start has the
+ * same one) and outboxer's own tables.
  *
  *   npx tsx examples/relays/rabbitmq.ts
  */
 import { pathToFileURL } from 'node:url';
-import Database from 'better-sqlite3';
 import amqp from 'amqplib';
+import pg from 'pg';
 import { Outboxer, defineMessage } from 'outboxer';
-import { betterSqlite3 } from 'outboxer/better-sqlite3';
+import { nodePostgres } from 'outboxer/pg';
 import { rabbitmqRelay } from 'outboxer/rabbitmq';
 
 const OrderPlaced = defineMessage<{ orderId: number; total: number }>({
@@ -24,7 +26,9 @@ const OrderPaid = defineMessage<{ orderId: number }>({
   groupKey: (order) => `order:${order.orderId}`,
 });
 
-export async function main(): Promise<void> {
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+): Promise<void> {
   const url = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
 
   // The topology belongs to the application: an exchange, and a queue bound to it. (A real
@@ -35,10 +39,7 @@ export async function main(): Promise<void> {
   const { queue } = await channel.assertQueue('', { exclusive: true });
   await channel.bindQueue(queue, 'shop', 'order.*');
 
-  const db = new Database(':memory:');
-  db.exec(
-    'CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL, paid INTEGER NOT NULL DEFAULT 0)',
-  );
+  const pool = new pg.Pool({ connectionString: databaseUrl });
   const relay = rabbitmqRelay({
     // The relay connects in start(), reconnects after an outage, and closes it in stop().
     connection: () => amqp.connect(url),
@@ -46,22 +47,26 @@ export async function main(): Promise<void> {
     routingKey: (message) => message.type ?? 'order.unknown', // default: the group key
   });
   const outboxer = new Outboxer({
-    database: betterSqlite3(db),
+    database: nodePostgres(pool),
     outboxes: { orders: { relay, pollInterval: 100 } },
   });
   try {
-    await outboxer.migrate();
+    // Your own table, here for the example.
+    await pool.query('CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, status text)');
+    await outboxer.migrate(); // or postgresSchemaSql() in your own migration tool
     await outboxer.start();
 
     // The business write and the message commit together, or neither does.
-    db.transaction(() => {
-      db.prepare('INSERT INTO orders (id, total) VALUES (?, ?)').run(1, 4200);
-      outboxer.publish(db, OrderPlaced({ orderId: 1, total: 4200 }));
-    })();
-    db.transaction(() => {
-      db.prepare('UPDATE orders SET paid = 1 WHERE id = ?').run(1);
-      outboxer.publish(db, OrderPaid({ orderId: 1 }));
-    })();
+    await inTransaction(pool, async (client) => {
+      await client.query(
+        `INSERT INTO orders VALUES (1, 'placed') ON CONFLICT (id) DO UPDATE SET status = 'placed'`,
+      );
+      await outboxer.publish(client, OrderPlaced({ orderId: 1, total: 4200 }));
+    });
+    await inTransaction(pool, async (client) => {
+      await client.query(`UPDATE orders SET status = 'paid' WHERE id = 1`);
+      await outboxer.publish(client, OrderPaid({ orderId: 1 }));
+    });
 
     while ((await outboxer.counts('orders')).pending > 0)
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -84,7 +89,23 @@ export async function main(): Promise<void> {
     await outboxer.stop();
     await channel.deleteExchange('shop').catch(() => undefined);
     await consumer.close();
-    db.close();
+    await pool.end();
+  }
+}
+
+/** Runs `work` in a transaction on a client of the pool: COMMIT if it returns, ROLLBACK if it throws. */
+async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
   }
 }
 

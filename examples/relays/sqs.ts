@@ -1,13 +1,15 @@
 /**
- * outboxer → Amazon SQS (FIFO queue), with SQLite (better-sqlite3) as the database.
+ * outboxer → Amazon SQS (FIFO queue), with the outbox in PostgreSQL through node-postgres (`pg`).
  *
- * Needs an SQS endpoint: ElasticMQ on 127.0.0.1:9324 (`bash scripts/services/sqs.sh`), or real SQS
- * (set SQS_ENDPOINT to nothing and give the SDK AWS credentials and a region the usual way).
+ * Needs PostgreSQL 13 or newer in DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres)
+ * and an SQS endpoint in SQS_ENDPOINT: by default ElasticMQ on http://127.0.0.1:9324 (in this
+ * repository: `bash scripts/services/sqs.sh`), or real SQS (set SQS_ENDPOINT to nothing and give the
+ * SDK AWS credentials and a region the usual way). It creates a table `orders` if there is none (the README's Quick start has the
+ * same one) and outboxer's own tables.
  *
  *   npx tsx examples/relays/sqs.ts
  */
 import { pathToFileURL } from 'node:url';
-import Database from 'better-sqlite3';
 import {
   CreateQueueCommand,
   DeleteMessageBatchCommand,
@@ -15,8 +17,9 @@ import {
   ReceiveMessageCommand,
   SQSClient,
 } from '@aws-sdk/client-sqs';
+import pg from 'pg';
 import { Outboxer, defineMessage } from 'outboxer';
-import { betterSqlite3 } from 'outboxer/better-sqlite3';
+import { nodePostgres } from 'outboxer/pg';
 import { sqsRelay } from 'outboxer/sqs';
 
 const OrderPlaced = defineMessage<{ orderId: number; total: number }>({
@@ -30,7 +33,9 @@ const OrderPaid = defineMessage<{ orderId: number }>({
   groupKey: (order) => `order:${order.orderId}`,
 });
 
-export async function main(): Promise<void> {
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+): Promise<void> {
   const endpoint = process.env.SQS_ENDPOINT ?? 'http://127.0.0.1:9324';
   // ElasticMQ takes any credentials; against AWS leave endpoint and credentials to the SDK's defaults.
   const client = endpoint
@@ -49,27 +54,28 @@ export async function main(): Promise<void> {
     }),
   );
 
-  const db = new Database(':memory:');
-  db.exec(
-    'CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL, paid INTEGER NOT NULL DEFAULT 0)',
-  );
+  const pool = new pg.Pool({ connectionString: databaseUrl });
   const outboxer = new Outboxer({
-    database: betterSqlite3(db),
+    database: nodePostgres(pool),
     outboxes: { orders: { relay: sqsRelay({ client, queueUrl: queueUrl! }), pollInterval: 100 } },
   });
   try {
-    await outboxer.migrate();
+    // Your own table, here for the example.
+    await pool.query('CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, status text)');
+    await outboxer.migrate(); // or postgresSchemaSql() in your own migration tool
     await outboxer.start(); // checks the queue: RELAY_MISCONFIGURED if it does not exist
 
     // The business write and the message commit together, or neither does.
-    db.transaction(() => {
-      db.prepare('INSERT INTO orders (id, total) VALUES (?, ?)').run(1, 4200);
-      outboxer.publish(db, OrderPlaced({ orderId: 1, total: 4200 }));
-    })();
-    db.transaction(() => {
-      db.prepare('UPDATE orders SET paid = 1 WHERE id = ?').run(1);
-      outboxer.publish(db, OrderPaid({ orderId: 1 }));
-    })();
+    await inTransaction(pool, async (client) => {
+      await client.query(
+        `INSERT INTO orders VALUES (1, 'placed') ON CONFLICT (id) DO UPDATE SET status = 'placed'`,
+      );
+      await outboxer.publish(client, OrderPlaced({ orderId: 1, total: 4200 }));
+    });
+    await inTransaction(pool, async (client) => {
+      await client.query(`UPDATE orders SET status = 'paid' WHERE id = 1`);
+      await outboxer.publish(client, OrderPaid({ orderId: 1 }));
+    });
 
     while ((await outboxer.counts('orders')).pending > 0)
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -102,7 +108,23 @@ export async function main(): Promise<void> {
     await outboxer.stop();
     await client.send(new DeleteQueueCommand({ QueueUrl: queueUrl })).catch(() => undefined);
     client.destroy();
-    db.close();
+    await pool.end();
+  }
+}
+
+/** Runs `work` in a transaction on a client of the pool: COMMIT if it returns, ROLLBACK if it throws. */
+async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
   }
 }
 

@@ -1,7 +1,11 @@
 /**
- * outboxer → HTTP webhooks (Standard Webhooks signatures), with SQLite (better-sqlite3) as the
- * database. The receiver runs in the same process here so that the example is self-contained; in
- * real life it is someone else's service, and it verifies requests the same way.
+ * outboxer → HTTP webhooks (Standard Webhooks signatures), with the outbox in PostgreSQL through
+ * node-postgres (`pg`). The receiver runs in the same process here so that the example is
+ * self-contained; in real life it is someone else's service, and it verifies requests the same way.
+ *
+ * Needs PostgreSQL 13 or newer in DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres);
+ * WEBHOOK_SECRET is optional (a random secret by default). It creates a table `orders` if there is none (the README's Quick start has the
+ * same one) and outboxer's own tables.
  *
  *   npx tsx examples/relays/webhook.ts
  */
@@ -9,9 +13,9 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { pathToFileURL } from 'node:url';
-import Database from 'better-sqlite3';
+import pg from 'pg';
 import { Outboxer, defineMessage } from 'outboxer';
-import { betterSqlite3 } from 'outboxer/better-sqlite3';
+import { nodePostgres } from 'outboxer/pg';
 import { verifyWebhook, webhookRelay, WebhookVerificationError } from 'outboxer/webhook';
 
 const OrderPlaced = defineMessage<{ orderId: number; total: number }>({
@@ -25,7 +29,9 @@ const OrderPaid = defineMessage<{ orderId: number }>({
   groupKey: (order) => `order:${order.orderId}`,
 });
 
-export async function main(): Promise<void> {
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+): Promise<void> {
   // Shared with the receiver once, out of band. Keep it in your secret store, not in code.
   const secret = process.env.WEBHOOK_SECRET ?? `whsec_${randomBytes(32).toString('base64')}`;
 
@@ -53,40 +59,57 @@ export async function main(): Promise<void> {
   await new Promise<void>((resolve) => receiver.listen(0, '127.0.0.1', resolve));
   const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/webhooks/orders`;
 
-  const db = new Database(':memory:');
-  db.exec(
-    'CREATE TABLE orders (id INTEGER PRIMARY KEY, total INTEGER NOT NULL, paid INTEGER NOT NULL DEFAULT 0)',
-  );
+  const pool = new pg.Pool({ connectionString: databaseUrl });
   const outboxer = new Outboxer({
-    database: betterSqlite3(db),
+    database: nodePostgres(pool),
     outboxes: {
       // A small batch: the requests of a batch must finish within the partition lease (30 s).
       orders: { relay: webhookRelay({ url, secret, timeout: 5000 }), batchSize: 20, pollInterval: 100 },
     },
   });
   try {
-    await outboxer.migrate();
+    // Your own table, here for the example.
+    await pool.query('CREATE TABLE IF NOT EXISTS orders (id int PRIMARY KEY, status text)');
+    await outboxer.migrate(); // or postgresSchemaSql() in your own migration tool
     await outboxer.start();
 
     // The business write and the message commit together, or neither does.
-    db.transaction(() => {
-      db.prepare('INSERT INTO orders (id, total) VALUES (?, ?)').run(1, 4200);
-      outboxer.publish(db, OrderPlaced({ orderId: 1, total: 4200 }));
-    })();
-    db.transaction(() => {
-      db.prepare('UPDATE orders SET paid = 1 WHERE id = ?').run(1);
-      outboxer.publish(db, OrderPaid({ orderId: 1 }));
-    })();
+    await inTransaction(pool, async (client) => {
+      await client.query(
+        `INSERT INTO orders VALUES (1, 'placed') ON CONFLICT (id) DO UPDATE SET status = 'placed'`,
+      );
+      await outboxer.publish(client, OrderPlaced({ orderId: 1, total: 4200 }));
+    });
+    await inTransaction(pool, async (client) => {
+      await client.query(`UPDATE orders SET status = 'paid' WHERE id = 1`);
+      await outboxer.publish(client, OrderPaid({ orderId: 1 }));
+    });
 
-    const deadline = Date.now() + 10_000;
+    const deadline = Date.now() + 30_000;
     while ((await outboxer.counts('orders')).pending > 0) {
-      if (Date.now() > deadline) throw new Error('the webhooks were not delivered within 10 s');
+      if (Date.now() > deadline) throw new Error('the webhooks were not delivered within 30 s');
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   } finally {
     await outboxer.stop();
-    db.close();
+    await pool.end();
     await new Promise((resolve) => receiver.close(resolve));
+  }
+}
+
+/** Runs `work` in a transaction on a client of the pool: COMMIT if it returns, ROLLBACK if it throws. */
+async function inTransaction<T>(pool: pg.Pool, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK');
+    throw error;
+  } finally {
+    client.release();
   }
 }
 

@@ -15,6 +15,7 @@ export const COMMANDS = [
   'retry-dead',
   'discard',
   'prune',
+  'dashboard',
 ] as const;
 
 export type Command = (typeof COMMANDS)[number];
@@ -41,6 +42,11 @@ export interface CliOptions {
   readonly dialect: 'postgres' | 'sqlite' | undefined;
   /** Message ids given as arguments (`retry-dead 12 13`, `discard 12,13`). */
   readonly ids: number[];
+  /** `dashboard`: where it listens, whether it allows changes, and its path prefix. */
+  readonly port: number;
+  readonly host: string;
+  readonly allowMutations: boolean;
+  readonly basePath: string | undefined;
 }
 
 export const USAGE = `Usage: outboxer <command> [options]
@@ -58,6 +64,7 @@ Commands:
   retry-dead [ids...]      make dead messages pending again (all, or these ids)
   discard <ids...>         remove messages for good; --dead: every dead message
   prune --older-than <d>   delete delivered messages older than d (retention: { keep })
+  dashboard                serve the web dashboard (read-only unless --allow-mutations)
 
 Options:
   --outbox <name>          the outbox (default: the only one recorded in <table>_config;
@@ -71,9 +78,14 @@ Options:
   --older-than <duration>  prune: 30s, 15m, 12h, 7d or seconds; 0 prunes every delivered message
   --up-to <n>              counts: cap each figure at n (SQLite: flat cost on a deep backlog)
   --dead                   discard: every dead message
+  --port <n>               dashboard: the port (default 8080; 0 picks a free one)
+  --host <address>         dashboard: the address to listen on (default 127.0.0.1)
+  --allow-mutations        dashboard: allow retry, redrive and discard from the page
+  --base-path <path>       dashboard: serve it under this path (default /)
   --json                   machine-readable output on stdout
   -y, --yes                do not ask for confirmation (needed without a terminal)
-  --url <url>              instead of DATABASE_URL (visible to other users in the process list)
+  --url <url>              instead of DATABASE_URL (visible to other users in the process list);
+                           --database-url is the same
   -h, --help               this help
   -v, --version            the version
 
@@ -123,11 +135,18 @@ export function parseCommandLine(argv: readonly string[]): CliOptions {
       'prune needs --older-than <duration>, the retention window: e.g. --older-than 7d (0 deletes every delivered message).',
     );
   }
+  const dashboard = command === 'dashboard';
+  for (const flag of ['port', 'host', 'allow-mutations', 'base-path'] as const) {
+    if (values[flag] !== undefined && !dashboard) throw new UsageError(`--${flag} belongs to dashboard.`);
+  }
+  if (values.url !== undefined && values['database-url'] !== undefined) {
+    throw new UsageError('--url and --database-url are the same option: give one.');
+  }
   const table = values.table ?? 'outboxer_messages';
   checkTableName(table, values.schema);
   return {
     command,
-    url: values.url,
+    url: values.url ?? values['database-url'],
     table,
     schema: values.schema,
     outbox: values.outbox,
@@ -143,6 +162,10 @@ export function parseCommandLine(argv: readonly string[]): CliOptions {
       values['up-to'] === undefined ? undefined : positiveInteger('--up-to', values['up-to'], 1_000_000_000),
     dialect: dialect(values.dialect),
     ids,
+    port: values.port === undefined ? 8080 : port(values.port),
+    host: values.host === undefined ? '127.0.0.1' : host(values.host),
+    allowMutations: values['allow-mutations'] ?? false,
+    basePath: values['base-path'],
   };
 }
 
@@ -153,6 +176,11 @@ function parse(argv: readonly string[]) {
     strict: true,
     options: {
       url: { type: 'string' },
+      'database-url': { type: 'string' },
+      port: { type: 'string' },
+      host: { type: 'string' },
+      'allow-mutations': { type: 'boolean' },
+      'base-path': { type: 'string' },
       table: { type: 'string' },
       schema: { type: 'string' },
       outbox: { type: 'string' },
@@ -235,4 +263,21 @@ function onDead(value: string | undefined): 'auto' | 'continue' | 'park' {
 function dialect(value: string | undefined): 'postgres' | 'sqlite' | undefined {
   if (value === undefined || value === 'postgres' || value === 'sqlite') return value;
   throw new UsageError(`--dialect must be postgres or sqlite; got ${JSON.stringify(value)}.`);
+}
+
+function port(text: string): number {
+  if (!/^\d{1,5}$/.test(text) || Number(text) > 65_535) {
+    throw new UsageError(`--port must be an integer from 0 to 65535; got ${JSON.stringify(text)}.`);
+  }
+  return Number(text);
+}
+
+/** An IP address or a host name, nothing a shell or a URL could read otherwise. */
+function host(text: string): string {
+  if (!/^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]{0,252})|[0-9A-Fa-f:.]{2,45})$/.test(text)) {
+    throw new UsageError(
+      `--host must be an IP address or a host name such as 127.0.0.1, 0.0.0.0 or ::1; got ${JSON.stringify(text)}.`,
+    );
+  }
+  return text;
 }

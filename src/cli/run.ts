@@ -6,6 +6,7 @@ import { isOutboxerError } from '../core/errors.js';
 import { postgresSchemaSql } from '../dialects/postgres/schema-sql.js';
 import { sqliteSchemaSql } from '../dialects/sqlite/schema-sql.js';
 import { openDatabase, parseDatabaseUrl, scrub } from './connection.js';
+import { dashboardCommand } from './dashboard-command.js';
 import { parseCommandLine, USAGE, type CliOptions, type Command } from './options.js';
 import { blockedCommand, countsCommand, deadCommand, pendingCommand } from './read-commands.js';
 import { CliSession } from './session.js';
@@ -24,6 +25,7 @@ const DATABASE_COMMANDS: Record<DatabaseCommand, (session: CliSession, io: CliIo
   'retry-dead': retryDeadCommand,
   discard: discardCommand,
   prune: pruneCommand,
+  dashboard: dashboardCommand,
 };
 
 /**

@@ -1,19 +1,28 @@
 /**
- * The operator's calls: `counts`, `blockedGroups`, `listPending`, `listDead`, `retryDead`,
- * `discard` and `prune`. Each is a few statements of the dialect run on the adapter's own
- * connection, never inside the caller's transaction.
+ * The operator's calls: `counts`, `blockedGroups`, `listPending`, `listDead`, `findMessages`,
+ * `partitions`, `relayingNodes`, `retryDead`, `discard` and `prune`. Each is a few statements of
+ * the dialect run on the adapter's own connection, never inside the caller's transaction.
  */
-import type { BlockedGroup, Counts, CountsOptions } from './api.js';
+import type {
+  BlockedGroup,
+  Counts,
+  CountsOptions,
+  FindMessagesOptions,
+  MessagePage,
+  MessageState,
+  NodeState,
+  PartitionState,
+} from './api.js';
 import { checkRecordedOnDead, readRecordedConfiguration } from './configuration.js';
 import { run, runAtomically } from './database.js';
 import type { Dialect } from './dialect.js';
 import { explainMissingSchema } from './errors.js';
 import type { Instance } from './instance.js';
 import { checkIds, listLimit } from './limits.js';
-import { invalidOption, type ResolvedOutbox } from './options.js';
+import { integerOption, invalidOption, rejectUnknownKeys, type ResolvedOutbox } from './options.js';
 import type { Envelope } from './relay.js';
 import type { SqlQuery } from './sql.js';
-import { queriesOf, readResults, Status } from './sql.js';
+import { queriesOf, readResults, Status, type StatusValue } from './sql.js';
 import { channels, emit } from './telemetry.js';
 
 /** Rows one prune statement deletes at most: the pruner loops until a batch comes back short. */
@@ -77,12 +86,17 @@ export class Administration {
     }
   }
 
-  async blockedGroups(outbox: string, options: { limit?: number } = {}): Promise<BlockedGroup[]> {
+  async blockedGroups(
+    outbox: string,
+    options: { limit?: number; waiting?: boolean } = {},
+  ): Promise<BlockedGroup[]> {
     const o = this.instance.outbox(outbox);
     const limit = listLimit(options.limit);
+    const { waiting: counted = true } = options;
+    if (typeof counted !== 'boolean') throw invalidOption('waiting', 'true or false', counted);
     const heads = await run(
       this.adapter,
-      this.adapter.dialect.blockedGroups(o.table, o.name, limit, o.onDead === 'park'),
+      this.adapter.dialect.blockedGroups(o.table, o.name, limit, o.onDead === 'park', counted),
     );
     return heads.map(({ head, waiting }) => ({
       groupKey: head.groupKey!,
@@ -92,8 +106,8 @@ export class Administration {
       lastError: head.lastError,
       blockedSince: head.failingSince,
       nextAttemptAt: head.nextAttemptAt,
-      waiting,
-    }));
+      ...(counted ? { waiting } : {}),
+    })) as BlockedGroup[]; // without `waiting` when not counted: the facade's overload says so
   }
 
   async list(outbox: string, which: 'pending' | 'dead', requested: unknown): Promise<Envelope[]> {
@@ -101,6 +115,39 @@ export class Administration {
     const limit = listLimit(requested);
     const envelopes = await run(this.adapter, this.adapter.dialect.list(o.table, o.name, which, limit));
     return envelopes.map(({ status: _s, blocked: _b, ...envelope }) => envelope);
+  }
+
+  async findMessages(outbox: string, options: FindMessagesOptions): Promise<MessagePage> {
+    const o = this.instance.outbox(outbox);
+    const filter = checkFindOptions(options);
+    const found = await run(this.adapter, this.adapter.dialect.findMessages(o.table, o.name, filter));
+    const messages = found.messages.map(({ status, blocked: _b, ...envelope }) => ({
+      ...envelope,
+      state: STATES[status],
+    }));
+    const last = messages[messages.length - 1];
+    const next =
+      last !== undefined && messages.length === filter.limit
+        ? last.id
+        : found.scanned === filter.scan
+          ? found.scannedTo
+          : null;
+    return { messages, next };
+  }
+
+  async partitions(outbox: string): Promise<PartitionState[]> {
+    const o = this.instance.outbox(outbox);
+    const recorded = await readRecordedConfiguration(this.adapter, o);
+    const count = recorded?.partitions ?? o.partitions;
+    const rows = await run(this.adapter, this.adapter.dialect.partitions(o.table, o.name, count, Date.now()));
+    return rows.map((row) => ({ ...row, orphaned: row.partition >= count }));
+  }
+
+  async nodes(outbox: string): Promise<NodeState[]> {
+    const o = this.instance.outbox(outbox);
+    const ttl = this.instance.settings.leaseTimeout;
+    const nodes = await run(this.adapter, this.adapter.dialect.nodes(o.table, o.name, ttl, Date.now()));
+    return nodes.map((node) => ({ ...node, partitions: [...node.partitions] }));
   }
 
   async retryDead(outbox: string, options: { ids?: readonly number[] } = {}): Promise<number> {
@@ -170,4 +217,38 @@ export class Administration {
  */
 function rewind(dialect: Dialect, outbox: ResolvedOutbox): SqlQuery[] {
   return dialect.countRewind === undefined ? [] : [dialect.countRewind(outbox.table, outbox.name)];
+}
+
+const STATES: Record<StatusValue, MessageState> = {
+  [Status.ready]: 'ready',
+  [Status.retry]: 'retrying',
+  [Status.held]: 'held',
+  [Status.dead]: 'dead',
+  [Status.delivered]: 'ready', // never listed: findMessages reads pending or dead rows only
+};
+
+const FIND_KEYS = ['status', 'groupKey', 'type', 'error', 'afterId', 'limit', 'scan'];
+
+/** `findMessages`' options, checked, as the dialect's filter. */
+function checkFindOptions(options: FindMessagesOptions) {
+  if (typeof options !== 'object' || options === null) {
+    throw invalidOption('', "an options object such as { status: 'dead' }", options);
+  }
+  rejectUnknownKeys('', options, FIND_KEYS);
+  const { status, groupKey, type, error } = options;
+  if (status !== 'pending' && status !== 'dead') throw invalidOption('status', "'pending' or 'dead'", status);
+  for (const [name, value] of Object.entries({ groupKey, type, error })) {
+    if (value !== undefined && (typeof value !== 'string' || value.length === 0 || value.length > 1000)) {
+      throw invalidOption(name, 'a string of 1 to 1000 characters', value);
+    }
+  }
+  return {
+    which: status,
+    afterId: integerOption('afterId', options.afterId, 0, 0, Number.MAX_SAFE_INTEGER),
+    limit: listLimit(options.limit),
+    scan: integerOption('scan', options.scan, 10_000, 1, 100_000),
+    ...(groupKey === undefined ? {} : { groupKey }),
+    ...(type === undefined ? {} : { type }),
+    ...(error === undefined ? {} : { error }),
+  };
 }

@@ -1,21 +1,33 @@
 /** The public shapes of an `Outboxer`'s options and of what its administration calls return. */
 import type { DatabaseAdapter } from './database.js';
+import type { InboxOptions } from './inbox/options.js';
 import type { Logger } from './logger.js';
 import type { Message } from './message.js';
 import type { OutboxOptions } from './options.js';
+import type { Envelope } from './relay.js';
 
 /** Options of an `Outboxer` instance. */
 export interface OutboxerOptions<Tx, Sync extends boolean> {
   /** The database, from a client adapter such as `nodePostgres(pool)` or `betterSqlite3(db)`. */
   database: DatabaseAdapter<Tx, Sync>;
-  /** The outboxes by name. */
-  outboxes: Record<string, OutboxOptions>;
+  /** The outboxes by name. May be left out (or empty) by a consumer that configures `inboxes`. */
+  outboxes?: Record<string, OutboxOptions>;
+  /** The inboxes by name (see docs/inbox.md): `inbox(name).handle(tx, message, handler)`. */
+  inboxes?: Record<string, InboxOptions>;
   /** Default true. False makes a publish-only instance: no workers, no connections of its own. */
   relay?: boolean;
   /** `'manual'`: no workers; deliver with `drain()` in tests. */
   testing?: 'manual';
   /** Instance name, part of the NOTIFY payload. Default `'outboxer'`. */
   name?: string;
+  /**
+   * This node's identity in the lease table, for platforms that run at most one live process per
+   * identity (a StatefulSet pod name, a host running one relay): a restart with the same `nodeId`
+   * takes back the partitions its crashed predecessor held at once instead of waiting up to
+   * `leaseTimeout` for them to lapse. Never give two live processes the same `nodeId`. Default: a
+   * fresh `name:uuid` per instance.
+   */
+  nodeId?: string;
   /** Schema of tables given without one. Default: the connection's search path (Postgres), `main` (SQLite). */
   schema?: string;
   /** Milliseconds after which a silent worker loses its partition. Default 30000. */
@@ -37,6 +49,9 @@ export interface OutboxerOptions<Tx, Sync extends boolean> {
    */
   publishHeaders?: () => Record<string, string> | undefined;
 }
+
+/** A blocked group as `blockedGroups(outbox, { waiting: false })` reports it: without the count of what waits. */
+export type BlockedGroupHead = Omit<BlockedGroup, 'waiting'>;
 
 /** A group held back by its head; see `blockedGroups()`. */
 export interface BlockedGroup {
@@ -99,3 +114,68 @@ export type PublishInput =
       headers?: Record<string, string>;
       type?: string | null;
     };
+
+/** What `findMessages()` looks for. Every filter given must match. */
+export interface FindMessagesOptions {
+  /** `'pending'` (ready, retrying or held behind their group's head) or `'dead'`. */
+  status: 'pending' | 'dead';
+  /** The exact group key. */
+  groupKey?: string;
+  /** The exact message type. */
+  type?: string;
+  /** A substring of the last error (case-sensitive). */
+  error?: string;
+  /** Keyset paging: only messages with a larger id; pass the previous page's `next`. Default 0. */
+  afterId?: number;
+  /** Messages returned at most: 1 to 10,000. Default 100. */
+  limit?: number;
+  /**
+   * Messages of the status examined at most, in id order from `afterId`: 1 to 100,000. Default
+   * 10,000. It bounds the call's cost however deep the backlog; a page that examined this many
+   * without finding `limit` matches returns what it found and a `next` to go on from.
+   */
+  scan?: number;
+}
+
+/** Where a message stands: ready, retrying (failed, waiting for its next attempt), held behind its group's head, or dead. */
+export type MessageState = 'ready' | 'retrying' | 'held' | 'dead';
+
+/** A message `findMessages()` found. */
+export interface FoundMessage extends Envelope {
+  readonly state: MessageState;
+}
+
+/** One page of `findMessages()`. */
+export interface MessagePage {
+  /** In id order. */
+  messages: FoundMessage[];
+  /** The `afterId` of the next page, or `null` when the search reached the last message. */
+  next: number | null;
+}
+
+/** A partition of an outbox, as `partitions()` reports it. */
+export interface PartitionState {
+  partition: number;
+  /** The node holding the lease, or the last one that did; `null` when none ever did. */
+  owner: string | null;
+  /** The lease's epoch: it grows by one each time the partition changes hands. */
+  epoch: number | null;
+  /** When the lease runs out (`null`: never taken, or handed back). */
+  leaseUntil: Date | null;
+  /** A live lease: a node relays this partition now. */
+  leased: boolean;
+  /** Pending messages of the partition. */
+  backlog: number;
+  /** At or above the recorded `partitions`: no worker reads it (see `Counts.orphaned`). */
+  orphaned: boolean;
+}
+
+/** A relaying node of an outbox, from its heartbeats; see `relayingNodes()`. */
+export interface NodeState {
+  nodeId: string;
+  lastSeen: Date;
+  /** Seen within the last `leaseTimeout`. */
+  live: boolean;
+  /** The partitions it holds a live lease on. */
+  partitions: number[];
+}

@@ -23,6 +23,8 @@ export class OutboxCoordinator {
   private lastPrune = 0;
   /** `partition:holder` of the stale leases already reported by {@link reportWaiting}. */
   private readonly reportedWaits = new Set<string>();
+  /** Partitions this node has held since it started: a lease of its own that it never took here is a predecessor's. */
+  private readonly heldHere = new Set<number>();
 
   constructor(
     private readonly deps: WorkerDeps,
@@ -70,7 +72,7 @@ export class OutboxCoordinator {
       adapter,
       adapter.dialect.heartbeat(outbox.table, outbox.name, this.nodeId, leaseTimeout, Date.now()),
     );
-    const leased = new Set(leases.map((l) => l.partition));
+    const leased = new Set(leases.filter((l) => !this.leftByPredecessor(l)).map((l) => l.partition));
     const target = Math.ceil(outbox.partitions / liveNodes);
 
     if (this.workers.size > target) await this.releaseExtra(this.workers.size - target);
@@ -111,6 +113,16 @@ export class OutboxCoordinator {
     }
   }
 
+  /**
+   * A lease held under this node's own `nodeId` that this process never took: a crashed process
+   * with the same identity left it, and the platform runs one process per identity, so it is taken
+   * back at once. A partition this process held and lost (a delivery past `deliveryTimeout`) is
+   * not: its abandoned send may still be in flight, so it waits for the lease to lapse.
+   */
+  private leftByPredecessor(lease: Heartbeat['leases'][number]): boolean {
+    return lease.owner === this.nodeId && !this.heldHere.has(lease.partition);
+  }
+
   /** Each node tries partitions from its own starting point, so nodes do not all race for partition 0. */
   private preferredOrder(): number[] {
     const count = this.deps.outbox.partitions;
@@ -134,6 +146,7 @@ export class OutboxCoordinator {
     const lease: LeaseToken = { outbox: outbox.name, partition, owner: this.nodeId, epoch };
     const worker = new PartitionWorker(this.deps, lease);
     this.workers.set(partition, worker);
+    this.heldHere.add(partition);
     emit(channels.leaseAcquired, () => ({
       instance: this.deps.instance,
       outbox: outbox.name,

@@ -3,9 +3,21 @@
  * parameters of each statement family, what each statement's rows mean once read, and the
  * {@link Dialect} that builds them. Nothing here runs SQL; adapters do (database.ts).
  */
+import type { DialectAdministration } from './dialect-admin.js';
 import type { QualifiedName } from './identifiers.js';
+import type { InboxDialect } from './inbox/dialect.js';
 import type { Ordering } from './options.js';
 import type { Batch, SqlQuery, Statement, Statements, StatusValue } from './sql.js';
+
+export type {
+  BlockedHead,
+  CountFigures,
+  DialectAdministration,
+  FoundMessages,
+  MessageFilter,
+  NodeRow,
+  PartitionRow,
+} from './dialect-admin.js';
 
 /** What differs between databases, as capabilities the engine chooses its strategy from. */
 export interface DialectCapabilities {
@@ -211,10 +223,8 @@ export interface PollResult {
   /** With {@link PollParams.checkPublishers}: no publishing transaction was in flight. */
   readonly publishersQuiet: boolean;
 }
-
 /** An acknowledgement with the next poll: `undefined` when the lease was lost (nothing written). */
 export type AcknowledgedPoll = PollResult | undefined;
-
 export interface SettleResult {
   /** False when the lease was lost: nothing was written. */
   readonly leaseHeld: boolean;
@@ -240,16 +250,6 @@ export interface NextRetry {
   readonly now: number;
 }
 
-/** What `counts()` reports, straight from the database. */
-export interface CountFigures {
-  readonly pending: number;
-  readonly delivered: number;
-  readonly dead: number;
-  readonly orphaned: number;
-  readonly relaySeenAt: Date | null;
-  readonly oldestPendingAt: Date | null;
-}
-
 /** What a recount corrected: rows minus tallies. */
 export interface TallyDrift {
   readonly pending: number;
@@ -257,22 +257,17 @@ export interface TallyDrift {
   readonly delivered: number;
 }
 
-/** The head of a blocked group, with how many messages wait behind it. */
-export interface BlockedHead {
-  readonly head: PolledEnvelope;
-  readonly waiting: number;
-}
-
 /**
  * All the SQL of one database, as pure functions returning statements that carry the readers of
  * their own rows. One implementation per dialect folder; nothing else in the package writes SQL
  * for the engine, and nothing else reads the columns it names.
  */
-export interface Dialect {
+export interface Dialect extends DialectAdministration {
   readonly name: 'postgres' | 'sqlite' | 'mysql';
   readonly capabilities: DialectCapabilities;
   /** DDL for a message table and its companions, in order; idempotent. */
   schema(table: QualifiedName): string[];
+  readonly inbox: InboxDialect; // the inbox's table and statements (core/inbox)
   /** Statements that make concurrent `migrate()` calls wait for each other, run first in the migration transaction. */
   migrationLock(): SqlQuery[];
   /** The ids of the inserted rows, ascending (the order of `rows`); a batch runs statement by statement. */
@@ -322,12 +317,6 @@ export interface Dialect {
   heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: number, now: number): Batch<Heartbeat>;
   removeNode(table: QualifiedName, outbox: string, nodeId: string): Statement<void>;
   /**
-   * The figures of `counts()`: `orphaned` are pending rows in partitions at or above `partitions`,
-   * which no worker reads. With `upTo`, each status is counted only up to `upTo` rows (a sum of
-   * them may exceed it); a dialect that keeps tallies may ignore it and count exactly.
-   */
-  counts(table: QualifiedName, outbox: string, partitions: number, upTo?: number): Statement<CountFigures>;
-  /**
    * Where `counts()` sums tallies that each change writes with it, rather than counting rows: the
    * upkeep the node holding partition 0 runs at every coordination tick. `compact` sums the
    * tallies into one row a partition; `recount`, when the outbox's last recount (recorded in the
@@ -355,34 +344,6 @@ export interface Dialect {
   serverVersion(): Statement<number>;
   /** The oldest server version the SQL needs, in the same form, and its name for messages. */
   readonly minimumVersion: { readonly number: number; readonly name: string };
-  list(
-    table: QualifiedName,
-    outbox: string,
-    which: 'pending' | 'dead',
-    limit: number,
-  ): Statement<PolledEnvelope[]>;
-  /**
-   * Dead messages back to pending; with `parkDead`, as due retries, so they still block their
-   * group until delivered. How many were revived.
-   */
-  retryDead(
-    table: QualifiedName,
-    outbox: string,
-    ids: readonly number[] | undefined,
-    parkDead: boolean,
-    now: number,
-  ): Statements<number>;
-  /** Removes messages; how many. */
-  discard(table: QualifiedName, outbox: string, ids: readonly number[]): Statements<number>;
-  /** Releases held messages whose group no longer has a blocking head (after an admin change). */
-  releaseOrphanedHolds(table: QualifiedName, outbox: string, parkDead: boolean): Statement<void>;
-  /** Groups held by a retrying (or parked dead) head, oldest head first. */
-  blockedGroups(
-    table: QualifiedName,
-    outbox: string,
-    limit: number,
-    parkDead: boolean,
-  ): Statement<BlockedHead[]>;
   /** Deletes one batch of delivered rows older than the retention window; how many. */
   prune(
     table: QualifiedName,

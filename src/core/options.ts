@@ -101,6 +101,8 @@ export interface ResolvedOutbox {
 
 export interface InstanceSettings {
   readonly name: string;
+  /** The stable identity given, or undefined: a fresh `name:uuid` for each instance. */
+  readonly nodeId: string | undefined;
   readonly relay: boolean;
   readonly testing: 'manual' | undefined;
   readonly schema: string | undefined;
@@ -135,9 +137,11 @@ const OUTBOX_KEYS = [
 export const INSTANCE_KEYS = [
   'database',
   'outboxes',
+  'inboxes',
   'relay',
   'testing',
   'name',
+  'nodeId',
   'schema',
   'leaseTimeout',
   'shutdownTimeout',
@@ -189,7 +193,7 @@ function oneOf<T extends string>(path: string, value: unknown, accepted: readonl
   return value as T;
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
@@ -334,15 +338,25 @@ function resolveRetention(path: string, value: unknown): 'delete' | { keep: numb
   throw invalidOption(path, "'delete' or { keep: seconds }", value);
 }
 
+/** A pod or host name: what a platform that runs one process per identity names it by. */
+function nodeIdOption(value: unknown): string {
+  if (typeof value !== 'string' || !/^[A-Za-z0-9_.:@-]{1,128}$/.test(value)) {
+    throw invalidOption('nodeId', '1 to 128 letters, digits and _ . : @ - (a pod or host name)', value);
+  }
+  return value;
+}
+
 export function resolveInstance(raw: Record<string, unknown>): InstanceSettings {
   const relay = booleanOption('relay', raw.relay, true);
   const testing = raw.testing === undefined ? undefined : oneOf('testing', raw.testing, ['manual'], 'manual');
   const name = raw.name === undefined ? 'outboxer' : raw.name;
   validateIdentifier(name, 'name', /^[A-Za-z0-9_.-]{1,63}$/);
+  const nodeId = raw.nodeId === undefined ? undefined : nodeIdOption(raw.nodeId);
   const schema = raw.schema === undefined ? undefined : validateIdentifier(raw.schema, 'schema');
   const logger = resolveLogger(raw.logger);
   return Object.freeze({
     name: name as string,
+    nodeId,
     relay,
     testing,
     schema,

@@ -1,11 +1,25 @@
 import { randomUUID } from 'node:crypto';
 import { Administration } from './administration.js';
-import type { BlockedGroup, Counts, CountsOptions, OutboxerOptions, PublishInput } from './api.js';
+import type {
+  BlockedGroup,
+  BlockedGroupHead,
+  Counts,
+  CountsOptions,
+  FindMessagesOptions,
+  MessagePage,
+  NodeState,
+  OutboxerOptions,
+  PartitionState,
+  PublishInput,
+} from './api.js';
 import { checkServerVersion } from './configuration.js';
 import type { DatabaseAdapter, MaybePromise } from './database.js';
 import type { PublishOptions } from './encoding.js';
 import { OutboxerError } from './errors.js';
 import { sameTable, type QualifiedName } from './identifiers.js';
+import { Inbox } from './inbox/inbox.js';
+import { inboxTables, resolveInboxes, type ResolvedInbox } from './inbox/options.js';
+import { InboxPruner } from './inbox/pruner.js';
 import { Instance } from './instance.js';
 import { isMessage, type Message } from './message.js';
 import {
@@ -22,7 +36,20 @@ import type { Envelope } from './relay.js';
 import { RelayingNode } from './relaying.js';
 import { drainOutbox, mergeDrainResults, type DrainOptions, type DrainResult } from './testing.js';
 
-export type { BlockedGroup, Counts, CountsOptions, OutboxerOptions, PublishInput } from './api.js';
+export type {
+  BlockedGroup,
+  BlockedGroupHead,
+  Counts,
+  CountsOptions,
+  FindMessagesOptions,
+  FoundMessage,
+  MessagePage,
+  MessageState,
+  NodeState,
+  OutboxerOptions,
+  PartitionState,
+  PublishInput,
+} from './api.js';
 
 type Published<Sync extends boolean> = MaybePromise<number, Sync>;
 
@@ -46,6 +73,8 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   private readonly publisher: Publisher<Tx, Sync>;
   private readonly relaying: RelayingNode;
   private readonly administration: Administration;
+  private readonly inboxes: ReadonlyMap<string, { options: ResolvedInbox; inbox: Inbox<unknown, boolean> }>;
+  private readonly inboxPruner: InboxPruner;
 
   constructor(options: OutboxerOptions<Tx, Sync>) {
     if (typeof options !== 'object' || options === null)
@@ -71,9 +100,9 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     this.instance = new Instance(
       options.database,
       this.settings,
-      resolveOutboxes(options.database, this.settings, options.outboxes),
+      resolveOutboxes(options.database, this.settings, options.outboxes, options.inboxes !== undefined),
       this.settings.logger,
-      `${this.settings.name}:${randomUUID()}`,
+      this.settings.nodeId ?? `${this.settings.name}:${randomUUID()}`,
     );
     const shared = this.instance as Instance<unknown, boolean>;
     this.administration = new Administration(shared);
@@ -81,11 +110,44 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     this.publisher = new Publisher(this.instance, options.publishHeaders, (partitions) =>
       this.relaying.published(partitions),
     );
+    const inboxes = resolveInboxes(options.inboxes, this.settings.schema);
+    this.inboxes = new Map(
+      [...inboxes.values()].map((inbox) => [
+        inbox.name,
+        {
+          options: inbox,
+          inbox: new Inbox(options.database as DatabaseAdapter<unknown, boolean>, inbox, this.settings.name),
+        },
+      ]),
+    );
+    this.inboxPruner = new InboxPruner([...this.inboxes.values()], this.settings.logger);
+  }
+
+  /**
+   * An inbox: `inbox(name).handle(tx, { id, source }, handler)` runs the handler inside your
+   * transaction only for a message not handled before, and records it as handled there. Throws
+   * `UNKNOWN_INBOX` for a name not in the `inboxes` option. See docs/inbox.md.
+   */
+  inbox(name: string): Inbox<Tx, Sync> {
+    const found = this.inboxes.get(name);
+    if (found === undefined) {
+      const known = [...this.inboxes.keys()];
+      throw new OutboxerError(
+        'UNKNOWN_INBOX',
+        `Unknown inbox "${String(name)}". ${known.length === 0 ? 'No inbox is configured: add it to the inboxes option.' : `Configured inboxes: ${known.join(', ')}.`}`,
+      );
+    }
+    return found.inbox as unknown as Inbox<Tx, Sync>;
   }
 
   /** The resolved options of an outbox; throws `UNKNOWN_OUTBOX` for a name that was not configured. */
   outbox(name: string): ResolvedOutbox {
     return this.instance.outbox(name);
+  }
+
+  /** The names of the configured outboxes, in the order given. */
+  outboxNames(): string[] {
+    return [...this.instance.outboxes.keys()];
   }
 
   /**
@@ -124,9 +186,13 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       if (!tables.some((t) => sameTable(t, outbox.table))) tables.push(outbox.table);
     }
     await checkServerVersion(this.instance.engine);
+    const inboxOptions = [...this.inboxes.values()].map(({ options }) => options);
     const statements = [
       ...adapter.dialect.migrationLock(),
       ...tables.flatMap((t) => adapter.dialect.schema(t)).map((text) => ({ text, values: [] })),
+      ...inboxTables(new Map(inboxOptions.map((o) => [o.name, o])))
+        .flatMap((t) => adapter.dialect.inbox.inboxSchema(t))
+        .map((text) => ({ text, values: [] })),
     ];
     await adapter.executeAtomically(statements);
   }
@@ -138,14 +204,16 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   async start(): Promise<void> {
     if (!this.settings.relay || this.settings.testing === 'manual') return;
     await this.relaying.start();
+    this.inboxPruner.start();
   }
 
   /**
    * Stops gracefully: every batch in flight is finished and settled (or, past `shutdownTimeout`,
    * abandoned unacknowledged), partitions are handed back, relays disconnected.
    */
-  stop(): Promise<void> {
-    return this.relaying.stop();
+  async stop(): Promise<void> {
+    await this.inboxPruner.stop();
+    await this.relaying.stop();
   }
 
   /**
@@ -169,7 +237,16 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
    *   console.log(`${g.groupKey}: #${g.headId} failing since ${g.blockedSince} (${g.attempts}×, ${g.waiting} waiting): ${g.lastError}`);
    * }
    */
-  blockedGroups(outbox: string, options: { limit?: number } = {}): Promise<BlockedGroup[]> {
+  blockedGroups(outbox: string, options?: { limit?: number }): Promise<BlockedGroup[]>;
+  /**
+   * The same without counting what waits behind each head (`waiting: false`): the heads come from
+   * a partial index, so the call costs the same at any depth of backlog (for dashboards).
+   */
+  blockedGroups(outbox: string, options: { limit?: number; waiting: false }): Promise<BlockedGroupHead[]>;
+  blockedGroups(
+    outbox: string,
+    options: { limit?: number; waiting?: boolean } = {},
+  ): Promise<BlockedGroup[] | BlockedGroupHead[]> {
     return this.administration.blockedGroups(outbox, options);
   }
 
@@ -181,6 +258,51 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   /** Dead messages, oldest first. `limit`: 1 to 10,000, default 100. */
   listDead(outbox: string, options: { limit?: number } = {}): Promise<Envelope[]> {
     return this.administration.list(outbox, 'dead', options.limit);
+  }
+
+  /**
+   * Pending or dead messages that match every filter given, a page at a time (keyset paging by
+   * id): for dashboards and support tools. Each call examines at most `scan` messages of the
+   * status (default 10,000) from an index in id order, so it costs the same at any backlog depth;
+   * `next` says where to go on from, `null` at the end.
+   *
+   * @example
+   * let afterId = 0;
+   * do {
+   *   const page = await outboxer.findMessages('orders', { status: 'dead', groupKey: 'order:42', afterId });
+   *   for (const m of page.messages) console.log(m.id, m.state, m.lastError);
+   *   afterId = page.next ?? 0;
+   * } while (afterId !== 0);
+   */
+  findMessages(outbox: string, options: FindMessagesOptions): Promise<MessagePage> {
+    return this.administration.findMessages(outbox, options);
+  }
+
+  /**
+   * Every partition of an outbox with its lease (holder, epoch, expiry) and its backlog, in order;
+   * orphaned partitions (at or above the recorded `partitions`, holding messages) too. A read of
+   * the lease table and, for the backlog, of the tallies on Postgres (a few rows per partition) or
+   * the pending rows' indexes on SQLite (the cost of `counts()`).
+   *
+   * @example
+   * for (const p of await outboxer.partitions('orders')) {
+   *   console.log(p.partition, p.leased ? `${p.owner} (epoch ${p.epoch})` : 'unleased', p.backlog);
+   * }
+   */
+  partitions(outbox: string): Promise<PartitionState[]> {
+    return this.administration.partitions(outbox);
+  }
+
+  /**
+   * The relaying nodes of an outbox from their heartbeats, by node id: `live` when seen within
+   * `leaseTimeout`, with the partitions each holds. Nodes silent for ten lease periods are
+   * forgotten by the others' heartbeats and no longer listed.
+   *
+   * @example
+   * const live = (await outboxer.relayingNodes('orders')).filter((n) => n.live);
+   */
+  relayingNodes(outbox: string): Promise<NodeState[]> {
+    return this.administration.nodes(outbox);
   }
 
   /**
@@ -233,8 +355,12 @@ function resolveOutboxes(
   adapter: DatabaseAdapter<unknown, boolean>,
   settings: InstanceSettings,
   raw: unknown,
+  hasInboxes: boolean,
 ): Map<string, ResolvedOutbox> {
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || Object.keys(raw).length === 0) {
+  // A consumer with inboxes only may leave the outboxes out.
+  if (hasInboxes && raw === undefined) return new Map();
+  const empty = typeof raw === 'object' && raw !== null && Object.keys(raw).length === 0;
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || (empty && !hasInboxes)) {
     throw invalidOption('outboxes', 'an object with at least one outbox, e.g. { orders: { relay } }', raw);
   }
   const relaying = settings.relay || settings.testing === 'manual';

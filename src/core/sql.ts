@@ -13,6 +13,11 @@ export interface SqlQuery {
    * parsed and planned once per connection.
    */
   readonly prepare?: boolean;
+  /**
+   * A statement Postgres accepts in a transaction an error has aborted (`ROLLBACK TO SAVEPOINT`):
+   * an adapter that refuses to run anything in such a transaction lets this one through.
+   */
+  readonly recovers?: boolean;
 }
 
 export type Row = Record<string, unknown>;

@@ -17,6 +17,11 @@ export const channels = {
   leaseReleased: diagnostics.channel('outboxer:lease:released'),
   leaseLost: diagnostics.channel('outboxer:lease:lost'),
   error: diagnostics.channel('outboxer:error'),
+  dashboardAction: diagnostics.channel('outboxer:dashboard:action'),
+  dashboardRefused: diagnostics.channel('outboxer:dashboard:refused'),
+  inboxHandled: diagnostics.channel('outboxer:inbox:handled'),
+  inboxDuplicate: diagnostics.channel('outboxer:inbox:duplicate'),
+  inboxPrune: diagnostics.channel('outboxer:inbox:prune'),
 } as const;
 
 export type ChannelName = keyof typeof channels;

@@ -312,6 +312,57 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
       expect(await outboxer.counts('events')).toMatchObject({ pending: 0, dead: 0 });
     });
 
+    test("the inbox handles a message once in the library's transaction; a throwing handler leaves nothing", async () => {
+      const inboxTable = table();
+      const effects = `${inboxTable}_effects`;
+      await opened.database.execute({ text: `CREATE TABLE ${effects} (effect TEXT NOT NULL)`, values: [] });
+      const outboxer = new Outboxer({
+        database: opened.database,
+        inboxes: { payments: { table: inboxTable } },
+      });
+      await outboxer.migrate();
+      // Literal values: the effect's statement is the same text on every dialect (RETURNING, as
+      // Drizzle's SQLite transactions run queries that return rows).
+      const handle = (tx: Tx, id: string, effect: string, fail = false) =>
+        outboxer.inbox('payments').handle(tx, { id }, () =>
+          andThen(
+            opened.database.executeInTransaction(tx, {
+              text: `INSERT INTO ${effects} (effect) VALUES ('${effect}') RETURNING effect`,
+              values: [],
+            }),
+            () => {
+              if (fail) throw new Rollback('the handler failed');
+              return effect;
+            },
+          ),
+        );
+      expect(await opened.transaction((tx) => handle(tx, 'm1', 'one'))).toEqual({
+        duplicate: false,
+        value: 'one',
+      });
+      expect(await opened.transaction((tx) => handle(tx, 'm1', 'two'))).toMatchObject({ duplicate: true });
+      // The caller catches the handler's error and commits: the savepoint took the effect and the record back.
+      await opened.transaction((tx) => {
+        let attempt: unknown;
+        try {
+          attempt = handle(tx, 'm2', 'partial', true);
+        } catch {
+          return undefined;
+        }
+        return (attempt as Promise<unknown>).then(
+          () => undefined,
+          () => undefined,
+        );
+      });
+      expect(await opened.transaction((tx) => handle(tx, 'm2', 'three'))).toEqual({
+        duplicate: false,
+        value: 'three',
+      });
+      const rows = await raw.query(`SELECT effect FROM ${effects} ORDER BY effect`);
+      expect(rows.map((row) => row.effect)).toEqual(['one', 'three']);
+      expect(await raw.count(inboxTable)).toBe(2);
+    });
+
     test('publish refuses what is not an open transaction with NOT_IN_TRANSACTION', async () => {
       const outboxer = await manual({ relay: functionRelay(async () => undefined) });
       const candidates = opened.notTransactions();

@@ -139,6 +139,24 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
     ['serverVersion', dialect.serverVersion()],
     ['list pending', dialect.list(table, 'orders', 'pending', 100)],
     ['list dead', dialect.list(table, 'orders', 'dead', 100)],
+    [
+      'findMessages pending',
+      dialect.findMessages(table, 'orders', { which: 'pending', afterId: 10, limit: 100, scan: 1000 }),
+    ],
+    [
+      'findMessages dead filtered',
+      dialect.findMessages(table, 'orders', {
+        which: 'dead',
+        afterId: 0,
+        limit: 50,
+        scan: 10_000,
+        groupKey: 'order:1',
+        type: 'created',
+        error: "it's down?",
+      }),
+    ],
+    ['partitions', dialect.partitions(table, 'orders', 4, 1_700_000_000_000)],
+    ['nodes', dialect.nodes(table, 'orders', 30_000, 1_700_000_000_000)],
     ['discard', dialect.discard(table, 'orders', [1, 2])],
     ...(dialect.countRewind === undefined
       ? []
@@ -177,6 +195,9 @@ export const coveredMethods = [
   'writeConfiguration',
   'serverVersion',
   'list',
+  'findMessages',
+  'partitions',
+  'nodes',
   'retryDead',
   'discard',
   'releaseOrphanedHolds',

@@ -5,6 +5,7 @@
  */
 import { describe, expect, test } from 'vitest';
 import { mysqlDialect } from 'outboxer/mysql2';
+import { queriesOf } from '../../src/core/sql.js';
 import { versionNumber } from '../../src/dialects/mysql/admin.js';
 import { dialectQueries } from './dialect-queries.js';
 
@@ -17,6 +18,29 @@ describe('the MySQL dialect', () => {
       expect(query.text).not.toMatch(/node-1|order:1|it's down/);
     },
   );
+
+  const inbox = mysqlDialect.inbox;
+  const table = { schema: 'app', name: 'consumer_inbox' };
+  const record = { inbox: 'payments', source: "it's down", messageId: 'order:1', groupKey: 'node-1' };
+  test.each([
+    ['inboxSchema', inbox.inboxSchema(table).map((text) => ({ text, values: [] }))],
+    ['recordHandled', queriesOf(inbox.recordHandled(table, record, 1))],
+    ['handledAt', [inbox.handledAt(table, record)]],
+    ['pruneHandled', queriesOf(inbox.pruneHandled(table, 'payments', 1, 100))],
+    ['savepoints', [inbox.savepoint('s1'), inbox.releaseSavepoint('s1'), inbox.rollbackToSavepoint('s1')]],
+  ] as const)('inbox %s: one value per placeholder, backticked names', (_, queries) => {
+    for (const query of queries) {
+      expect((query.text.match(/\?/g) ?? []).length).toBe(query.values.length);
+      expect(query.text).not.toMatch(/"/);
+      expect(query.text).not.toMatch(/node-1|order:1|it's down/);
+    }
+  });
+
+  test('the inbox key fits InnoDB: 100 + 255 + 400 utf8mb4 characters, within 3072 bytes', () => {
+    const ddl = inbox.inboxSchema(table).join('\n');
+    expect(ddl).toMatch(/inbox VARCHAR\(100\)[^]*source VARCHAR\(255\)[^]*message_id VARCHAR\(400\)/);
+    expect((100 + 255 + 400) * 4).toBeLessThanOrEqual(3072);
+  });
 
   test.each([
     ['10.11.19-MariaDB-0+deb12u1', 101_119],

@@ -48,6 +48,9 @@ describe('invalid options are refused at construction, naming the option and the
     [{ relay: 'yes' }, {}, /Option "relay" must be true or false/],
     [{ testing: 'auto' }, {}, /Option "testing" must be one of 'manual'/],
     [{ leaseTimeout: 5 }, {}, /leaseTimeout/],
+    [{ nodeId: 'pod 0; DROP' }, {}, /Option "nodeId" must be 1 to 128 letters/],
+    [{ nodeId: '' }, {}, /nodeId/],
+    [{ nodeId: 42 }, {}, /nodeId/],
     [{ logger: 'console' }, {}, /logger/],
     [{ verbose: true }, {}, /Unknown option "verbose"/],
   ])('%j %j', (options, outbox, message) => {

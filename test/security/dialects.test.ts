@@ -1,13 +1,14 @@
 /**
- * The dialects, exported as `postgresDialect` (outboxer/pg) and `sqliteDialect`
- * (outboxer/better-sqlite3), build every statement from a table name that did not necessarily go
- * through parseTableName: each method that takes one must refuse a hostile name itself
+ * The dialects, exported as `postgresDialect` (outboxer/pg), `sqliteDialect`
+ * (outboxer/better-sqlite3) and `mysqlDialect` (outboxer/mysql2), build every statement from a
+ * table name that did not necessarily go through parseTableName: each method that takes one must refuse a hostile name itself
  * (INVALID_IDENTIFIER, from quoteName/checkedName), and no value it is given may land in the text.
  * Every method is listed: a new one fails the completeness test until it is covered here.
  */
 import { describe, expect, test } from 'vitest';
 import type { Dialect, SqlQuery } from 'outboxer';
 import { sqliteDialect } from 'outboxer/better-sqlite3';
+import { mysqlDialect } from 'outboxer/mysql2';
 import { postgresDialect } from 'outboxer/pg';
 import { BIGINT_NAME, expectRefusal, hostileIdentifiers } from './support.js';
 
@@ -88,6 +89,10 @@ const CALLS: Record<
   discard: (d, t) => d.discard(t, V, [1, 2]),
   releaseOrphanedHolds: (d, t) => d.releaseOrphanedHolds(t, V, true),
   blockedGroups: (d, t) => d.blockedGroups(t, V, 10, true),
+  findMessages: (d, t) =>
+    d.findMessages(t, V, { which: 'dead', afterId: 0, limit: 10, scan: 100, groupKey: V, type: V, error: V }),
+  partitions: (d, t) => d.partitions(t, V, 4, 1),
+  nodes: (d, t) => d.nodes(t, V, 1000, 1),
   prune: (d, t) => d.prune(t, V, 60, 100, 1),
 };
 
@@ -107,6 +112,7 @@ function values(result: ReturnType<(typeof CALLS)[string]>): unknown[] {
 describe.each([
   ['postgresDialect', postgresDialect],
   ['sqliteDialect', sqliteDialect],
+  ['mysqlDialect', mysqlDialect],
 ])('%s', (_name, dialect) => {
   test('every method is covered', () => {
     const methods = Object.entries(dialect)

@@ -28,6 +28,8 @@ export interface DrizzlePgTransaction {
 export interface DrizzleSqliteTransaction {
   /** Takes Drizzle's `SQLWrapper`; returns the rows synchronously. */
   all(query: never): unknown[];
+  /** For a statement that returns no rows (`all` refuses those). */
+  run(query: never): unknown;
   rollback(): never;
 }
 
@@ -144,6 +146,12 @@ function drizzleSqlite(
           'NOT_IN_TRANSACTION',
           'publish() was given a Drizzle transaction that has ended. Publish inside the db.transaction((tx) => ...) callback, synchronously.',
         );
+      }
+      // The inbox's savepoint commands are the only statements outboxer sends here that return
+      // no rows, which better-sqlite3 (under Drizzle's all()) refuses to run as a query.
+      if (/^(SAVEPOINT|RELEASE|ROLLBACK) /.test(query.text)) {
+        tx.run(wrap(query.text, query.values) as never);
+        return [];
       }
       return tx.all(wrap(query.text, query.values) as never) as Row[];
     },

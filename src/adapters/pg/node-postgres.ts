@@ -91,7 +91,7 @@ export function nodePostgres(
     dialect: postgresDialect,
     sync: false,
     async executeInTransaction(tx, query) {
-      assertInTransaction(tx);
+      assertInTransaction(tx, query);
       try {
         return await statements.runInCallersTransaction(tx, query);
       } catch (error) {
@@ -107,7 +107,7 @@ export function nodePostgres(
   };
 }
 
-function assertInTransaction(tx: PgTransactionClient): void {
+function assertInTransaction(tx: PgTransactionClient, query: SqlQuery): void {
   if (typeof tx !== 'object' || tx === null || typeof tx.query !== 'function') {
     throw new OutboxerError(
       'NOT_IN_TRANSACTION',
@@ -127,7 +127,7 @@ function assertInTransaction(tx: PgTransactionClient): void {
       'publish() was given a pg client that is not inside a transaction. Run BEGIN on it first, so the message commits with your change.',
     );
   }
-  if (status === 'E') throw failedTransaction();
+  if (status === 'E' && query.recovers !== true) throw failedTransaction();
 }
 
 /**

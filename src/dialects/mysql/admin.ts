@@ -1,15 +1,30 @@
-import type { BlockedHead, CountFigures, PolledEnvelope, RecordedConfiguration } from '../../core/dialect.js';
+import type {
+  BlockedHead,
+  CountFigures,
+  FoundMessages,
+  MessageFilter,
+  PolledEnvelope,
+  RecordedConfiguration,
+} from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
-import { batch, Status, unread, type Batch, type SqlQuery, type Statement } from '../../core/sql.js';
+import {
+  batch,
+  Status,
+  unread,
+  type Batch,
+  type Row,
+  type SqlQuery,
+  type Statement,
+} from '../../core/sql.js';
 import { configurationOf, readBlockedHeads, readCountFigures, readEnvelope } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { blockingStatus } from '../shared/statuses.js';
-import { byIds, COLUMNS, NOW_MS, PARTITION, TALLY_COLUMNS } from './shared.js';
+import { byIds, COLUMNS, M_COLUMNS, NOW_MS, PARTITION, TALLY_COLUMNS } from './shared.js';
 import { configTable, tables } from './tables.js';
 
 /**
- * Administration: what `counts()`, the listings, `retryDead()`, `discard()`, `blockedGroups()`,
- * the recorded configuration and `migrate()` run, outside any worker.
+ * Administration: what `counts()`, the listings, `findMessages()`, `retryDead()`, `discard()`,
+ * `blockedGroups()`, the recorded configuration and `migrate()` run, outside any worker.
  *
  * Locking: none of these is fenced on a lease. `retryDead()` and `discard()` lock the rows they
  * change first (`SELECT … FOR UPDATE`), then write their tally and the change in the same
@@ -187,20 +202,79 @@ FROM ${messagesById()} WHERE id IN (${tally.list(ids)}) AND outbox = ${tally.add
   );
 }
 
-/** Groups held by a retrying (or parked dead) head, oldest head first, from `_groups_status`. */
+/**
+ * Groups held by a retrying (or parked dead) head, oldest head first. The heads are a range of
+ * `_status` (outbox, status, id) per blocking status, materialized (a derived table with its own
+ * LIMIT) before they are joined: ordered by id straight away, MySQL may walk the primary key
+ * through every row of a deep backlog. With `countWaiting`, what waits behind each head is counted
+ * from `_groups_status` (outbox, group_key, status): that count grows with the group's backlog.
+ */
 export function blockedGroups(
   table: QualifiedName,
   outbox: string,
   limit: number,
   parkDead: boolean,
+  countWaiting = true,
 ): Statement<BlockedHead[]> {
   const { messages } = tables(table);
   const p = Parameters.positional();
+  const waiting = countWaiting
+    ? `(SELECT COUNT(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (${Status.ready}, ${Status.held}) AND w.id > h.id)`
+    : '0';
   return p.statement(
-    `SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since,
-  (SELECT COUNT(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (${Status.ready}, ${Status.held}) AND w.id > h.id) AS waiting
-FROM ${messages} h WHERE h.outbox = ${p.add(outbox)} AND h.group_key IS NOT NULL AND ${blockingStatus(parkDead, 'h.status')}
-ORDER BY h.id LIMIT ${p.add(limit)}`,
+    `SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since, ${waiting} AS waiting
+FROM (SELECT id FROM ${messages} WHERE outbox = ${p.add(outbox)} AND group_key IS NOT NULL AND ${blockingStatus(parkDead, 'status')} ORDER BY id LIMIT ${p.add(limit)}) AS top
+JOIN ${messages} h ON h.id = top.id
+ORDER BY h.id`,
     (rows) => readBlockedHeads(rows, outbox),
   );
+}
+
+/**
+ * A bounded search (see `MessageFilter`): the first `scan` rows of the status after `afterId`, in
+ * id order, then those of them that match. Dead rows are a range of `_status` (outbox, status, id)
+ * in id order; pending rows (three statuses, which no one index range holds in id order) come from
+ * the primary key from `afterId` on, which starts at the oldest pending message when delivered rows
+ * are not kept. Either way the statement reads at most `scan` matching-status rows, whatever the
+ * depth of the backlog. Reads only; takes no lock. The error filter is case-sensitive: the column's
+ * collation is binary.
+ */
+export function findMessages(
+  table: QualifiedName,
+  outbox: string,
+  f: MessageFilter,
+): Statement<FoundMessages> {
+  const { messages, messagesById } = tables(table);
+  const p = Parameters.positional();
+  const source = f.which === 'pending' ? messagesById() : messages;
+  const status = f.which === 'pending' ? `status < ${Status.dead}` : `status = ${Status.dead}`;
+  // Built left to right: positional values follow the text.
+  const scanned = `SELECT id, group_key, type, last_error FROM ${source} WHERE outbox = ${p.add(outbox)} AND ${status} AND id > ${p.add(f.afterId)} ORDER BY id LIMIT ${p.add(f.scan)}`;
+  const filters: string[] = [];
+  if (f.groupKey !== undefined) filters.push(`group_key = ${p.add(f.groupKey)}`);
+  if (f.type !== undefined) filters.push(`type = ${p.add(f.type)}`);
+  if (f.error !== undefined) filters.push(`INSTR(last_error, ${p.add(f.error)}) > 0`);
+  const where = filters.length === 0 ? '' : ` WHERE ${filters.join(' AND ')}`;
+  return p.statement(
+    `WITH scanned AS (${scanned}),
+hits AS (SELECT id AS hit FROM scanned${where} ORDER BY id LIMIT ${p.add(f.limit)})
+SELECT e.scanned_rows, e.scanned_to, ${M_COLUMNS}, 0 AS blocked
+FROM (SELECT COUNT(*) AS scanned_rows, MAX(id) AS scanned_to FROM scanned) AS e
+LEFT JOIN (hits JOIN ${messages} m ON m.id = hits.hit) ON TRUE
+ORDER BY m.id`,
+    (rows) => readFound(rows, outbox),
+  );
+}
+
+/** The rows of `findMessages`: the scan's extent on every row, a message on each but a lone miss. */
+function readFound(rows: readonly Row[], outbox: string): FoundMessages {
+  const first = rows[0];
+  return {
+    messages: rows
+      .filter((row) => row.id !== null && row.id !== undefined)
+      .map((row) => readEnvelope(row, outbox)),
+    scanned: Number(first?.scanned_rows ?? 0),
+    scannedTo:
+      first?.scanned_to === null || first?.scanned_to === undefined ? null : Number(first.scanned_to),
+  };
 }

@@ -1,7 +1,7 @@
-import type { AcquireParams, Heartbeat, LeaseToken } from '../../core/dialect.js';
+import type { AcquireParams, Heartbeat, LeaseToken, NodeRow, PartitionRow } from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
-import { batch, unread, type Batch, type SqlQuery, type Statement } from '../../core/sql.js';
-import { parseJsonColumn } from '../shared/columns.js';
+import { batch, unread, type Batch, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
+import { parseJsonColumn, readDate } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { NOW_MS, ownsLease, PARTITION } from './shared.js';
 import { tables } from './tables.js';
@@ -131,5 +131,66 @@ export function removeNode(table: QualifiedName, outbox: string, nodeId: string)
     p.query(
       `DELETE FROM ${tables(table).nodes} WHERE outbox = ${p.add(outbox)} AND node_id = ${p.add(nodeId)}`,
     ),
+  );
+}
+
+/**
+ * Each partition's lease row and backlog, for `partitions()`: the backlog sums the partition's
+ * tallies (a few rows each, see admin.ts `counts`), the leases are a primary-key range. Partitions
+ * 0 to `count - 1` are a JSON array of one parameter read by `JSON_TABLE` (a recursive CTE stops
+ * at `cte_max_recursion_depth`, 1000 by default, below the 1024 partitions an outbox may have).
+ * Reads only, takes no lock; `leased` is the server's clock, as leases are. A released lease
+ * (`lease_until` 0) reads as no expiry.
+ */
+export function partitions(table: QualifiedName, outbox: string, count: number): Statement<PartitionRow[]> {
+  const { leases, tallies } = tables(table);
+  const p = Parameters.positional();
+  const series = JSON.stringify(Array.from({ length: Math.max(0, count) }, (_, i) => i));
+  return p.statement(
+    `WITH backlog AS (SELECT ${PARTITION} AS part, SUM(pending) AS backlog FROM ${tallies} WHERE outbox = ${p.add(outbox)} GROUP BY ${PARTITION}),
+parts AS (SELECT part FROM JSON_TABLE(${p.add(series)}, '$[*]' COLUMNS (part INT PATH '$')) AS series
+  UNION SELECT part FROM backlog WHERE backlog <> 0
+  UNION SELECT ${PARTITION} FROM ${leases} WHERE outbox = ${p.add(outbox)})
+SELECT parts.part AS ${PARTITION}, l.owner, l.epoch, CASE WHEN l.lease_until > 0 THEN l.lease_until END AS lease_until,
+  COALESCE(l.lease_until >= ${NOW_MS}, 0) AS leased, COALESCE(b.backlog, 0) AS backlog
+FROM parts LEFT JOIN ${leases} l ON l.outbox = ${p.add(outbox)} AND l.${PARTITION} = parts.part LEFT JOIN backlog b ON b.part = parts.part
+ORDER BY parts.part`,
+    readPartitions,
+  );
+}
+
+/** The rows of `partitions` (`partition`, `owner`, `epoch`, `lease_until`, `leased`, `backlog`). */
+function readPartitions(rows: readonly Row[]): PartitionRow[] {
+  return rows.map((row) => ({
+    partition: Number(row.partition),
+    owner: row.owner === null || row.owner === undefined ? null : String(row.owner),
+    epoch: row.epoch === null || row.epoch === undefined ? null : Number(row.epoch),
+    leaseUntil: readDate(row.lease_until),
+    leased: Number(row.leased) === 1,
+    backlog: Number(row.backlog),
+  }));
+}
+
+/**
+ * The nodes of an outbox that are not yet forgotten, by node id (the nodes table's primary key);
+ * live: seen within `ttl` of the server's clock. With each, the partitions it holds a live lease
+ * on (the lease table's primary-key range), sorted by the reader: `JSON_ARRAYAGG` takes no ORDER BY
+ * on MySQL 8.
+ */
+export function nodes(table: QualifiedName, outbox: string, ttl: number): Statement<NodeRow[]> {
+  const { nodes, leases } = tables(table);
+  const p = Parameters.positional();
+  return p.statement(
+    `SELECT n.node_id, n.last_seen, n.last_seen > ${NOW_MS} - ${p.add(ttl)} AS live,
+  (SELECT JSON_ARRAYAGG(l.${PARTITION}) FROM ${leases} l WHERE l.outbox = n.outbox AND l.owner = n.node_id AND l.lease_until >= ${NOW_MS}) AS partitions
+FROM ${nodes} n WHERE n.outbox = ${p.add(outbox)} ORDER BY n.node_id`,
+    (rows) =>
+      rows.map((row) => ({
+        nodeId: String(row.node_id),
+        lastSeen: readDate(row.last_seen)!,
+        live: Number(row.live) === 1,
+        // Text on MariaDB; MySQL 8 returns a JSON column, which mysql2 parses.
+        partitions: ((parseJsonColumn(row.partitions) ?? []) as unknown[]).map(Number).sort((a, b) => a - b),
+      })),
   );
 }

@@ -3,6 +3,7 @@ import {
   blockedGroups,
   counts,
   discard,
+  findMessages,
   list,
   migrationLock,
   missingSchemaObject,
@@ -12,7 +13,16 @@ import {
   writeConfiguration,
 } from './admin.js';
 import { compactTallies, nextRetryAt, prune, recount } from './housekeeping.js';
-import { acquireLease, heartbeat, releaseLease, removeNode, renewLease } from './leases.js';
+import { mysqlInbox } from './inbox.js';
+import {
+  acquireLease,
+  heartbeat,
+  nodes,
+  partitions,
+  releaseLease,
+  removeNode,
+  renewLease,
+} from './leases.js';
 import { mysqlSchema } from './mysql-schema.js';
 import { poll } from './poll.js';
 import { insert } from './publish.js';
@@ -22,8 +32,9 @@ import { hold, releaseOrphanedHolds, settle } from './settle.js';
  * Every statement outboxer runs on MySQL 8 and MariaDB 10.6+, one file per statement family, laid
  * out as the Postgres dialect is: publish.ts (the INSERT, `serializeWrites` lock rows), poll.ts,
  * settle.ts (settle, hold and unhold), leases.ts (leases, heartbeats, nodes), housekeeping.ts
- * (prune, tallies, next retry) and admin.ts (counts, listings, admin changes, configuration,
- * migration), with shared.ts and tables.ts beside them. The same statements run on both servers;
+ * (prune, tallies, next retry), admin.ts (counts, listings, findMessages, admin changes,
+ * configuration, migration) and inbox.ts (the inbox's table and statements), with shared.ts and
+ * tables.ts beside them. The same statements run on both servers;
  * work that needs `RETURNING` elsewhere is a `Batch` here (see shared.ts). Tested on MariaDB 10.11.
  *
  * Capabilities: no notifications (MySQL has no LISTEN/NOTIFY: relays poll, and a publishing
@@ -32,6 +43,7 @@ import { hold, releaseOrphanedHolds, settle } from './settle.js';
  * group's order).
  */
 export const mysqlDialect = Object.freeze({
+  inbox: mysqlInbox,
   name: 'mysql' as const,
   capabilities: Object.freeze({
     notifications: false,
@@ -60,6 +72,9 @@ export const mysqlDialect = Object.freeze({
   // JSON_TABLE: MariaDB 10.6, MySQL 8.0.4 (see serverVersion).
   minimumVersion: { number: 100_600, name: 'MariaDB 10.6 or MySQL 8.0.4' },
   list,
+  findMessages,
+  partitions,
+  nodes,
   retryDead,
   discard,
   releaseOrphanedHolds,

@@ -1,9 +1,15 @@
-import type { BlockedHead, CountFigures, PolledEnvelope, RecordedConfiguration } from '../../core/dialect.js';
+import type {
+  BlockedHead,
+  CountFigures,
+  FoundMessages,
+  MessageFilter,
+  PolledEnvelope,
+  RecordedConfiguration,
+} from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
-import { Status, type SqlQuery, type Statement } from '../../core/sql.js';
+import { Status, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
 import { configurationOf, readBlockedHeads, readCountFigures, readEnvelope } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
-import { blockingStatus } from '../shared/statuses.js';
 import { COLUMNS, REMOVED, tally } from './shared.js';
 import { configTable, tables } from './tables.js';
 
@@ -146,22 +152,78 @@ SELECT id FROM discarded`,
   );
 }
 
-/** Groups held by a retrying (or parked dead) head, oldest head first. */
+/**
+ * Groups held by a retrying (or parked dead) head, oldest head first. The heads come from a
+ * partial index (`_retry`, or `_blocking` when dead messages park), materialized before they are
+ * ordered: ordered by id straight away, the planner walks the primary key and, with few heads at a
+ * deep backlog, reads every row. What waits behind a head: its held rows from `_held`, and the
+ * ready rows of its partition after it from `_ready` (a group lives in one partition), each
+ * checked for its group: that count grows with the partition's ready backlog behind the head.
+ */
 export function blockedGroups(
   table: QualifiedName,
   outbox: string,
   limit: number,
   parkDead: boolean,
+  countWaiting = true,
 ): Statement<BlockedHead[]> {
   const { messages } = tables(table);
   const p = Parameters.numbered();
   const o = p.add(outbox);
-  // Heads from the _blocking index; the waiting count reads the group's pending rows.
+  const waiting = countWaiting
+    ? `(SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status = ${Status.held} AND w.id > h.id)
+  + (SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.partition = h.partition AND w.status = ${Status.ready} AND w.id > h.id AND w.group_key = h.group_key)`
+    : '0';
+  const heads = parkDead ? `status IN (${Status.retry}, ${Status.dead})` : `status = ${Status.retry}`;
   return p.statement(
-    `SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since,
-  (SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (${Status.ready}, ${Status.held}) AND w.id > h.id) AS waiting
-FROM ${messages} h WHERE h.outbox = ${o} AND h.group_key IS NOT NULL AND ${blockingStatus(parkDead, 'h.status')}
-ORDER BY h.id LIMIT ${p.add(limit)}`,
+    `WITH heads AS MATERIALIZED (SELECT id FROM ${messages} WHERE outbox = ${o} AND group_key IS NOT NULL AND ${heads}),
+top AS (SELECT id FROM heads ORDER BY id LIMIT ${p.add(limit)})
+SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since, ${waiting} AS waiting
+FROM top JOIN ${messages} h ON h.id = top.id
+ORDER BY h.id`,
     (rows) => readBlockedHeads(rows, outbox),
   );
+}
+
+/**
+ * A bounded search (see `MessageFilter`): the first `scan` rows of the status after `afterId`, in
+ * id order, then those of them that match. Dead rows come from the `_dead` index (outbox, id);
+ * pending rows (three statuses, no one partial index) from the primary key in id order, which
+ * starts at the oldest pending message when delivered rows are not kept. Either way the statement
+ * reads at most `scan` matching-status rows, whatever the depth of the backlog.
+ */
+export function findMessages(
+  table: QualifiedName,
+  outbox: string,
+  f: MessageFilter,
+): Statement<FoundMessages> {
+  const { messages } = tables(table);
+  const p = Parameters.numbered();
+  const status = f.which === 'pending' ? `status < ${Status.dead}` : `status = ${Status.dead}`;
+  const filters: string[] = [];
+  if (f.groupKey !== undefined) filters.push(`group_key = ${p.add(f.groupKey)}`);
+  if (f.type !== undefined) filters.push(`type = ${p.add(f.type)}`);
+  if (f.error !== undefined) filters.push(`strpos(last_error, ${p.add(f.error)}) > 0`);
+  const where = filters.length === 0 ? '' : ` WHERE ${filters.join(' AND ')}`;
+  return p.statement(
+    `WITH scanned AS (SELECT id, group_key, type, last_error FROM ${messages} WHERE outbox = ${p.add(outbox)} AND ${status} AND id > ${p.add(f.afterId)} ORDER BY id LIMIT ${p.add(f.scan)}),
+hits AS (SELECT id AS hit FROM scanned${where} ORDER BY id LIMIT ${p.add(f.limit)})
+SELECT e.scanned_rows, e.scanned_to, ${COLUMNS}
+FROM (SELECT count(*)::int AS scanned_rows, max(id) AS scanned_to FROM scanned) e
+LEFT JOIN (hits JOIN ${messages} ON id = hit) ON true ORDER BY id`,
+    (rows) => readFound(rows, outbox),
+  );
+}
+
+/** The rows of `findMessages`: the scan's extent on every row, a message on each but a lone miss. */
+function readFound(rows: readonly Row[], outbox: string): FoundMessages {
+  const first = rows[0];
+  return {
+    messages: rows
+      .filter((row) => row.id !== null && row.id !== undefined)
+      .map((row) => readEnvelope(row, outbox)),
+    scanned: Number(first?.scanned_rows ?? 0),
+    scannedTo:
+      first?.scanned_to === null || first?.scanned_to === undefined ? null : Number(first.scanned_to),
+  };
 }

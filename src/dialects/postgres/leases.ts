@@ -1,6 +1,7 @@
-import type { AcquireParams, Heartbeat, LeaseToken } from '../../core/dialect.js';
+import type { AcquireParams, Heartbeat, LeaseToken, NodeRow, PartitionRow } from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
-import { batch, statement, type Batch, type SqlQuery, type Statement } from '../../core/sql.js';
+import { batch, statement, type Batch, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
+import { readDate } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { addLease, MS, ownsLease } from './shared.js';
 import { tables } from './tables.js';
@@ -128,4 +129,62 @@ export function countRewind(table: QualifiedName, outbox: string): Statement<voi
     `UPDATE ${tables(table).leases} SET rewinds = rewinds + 1 WHERE outbox = ${p.add(outbox)}`,
     () => undefined,
   );
+}
+
+/**
+ * Each partition's lease row and backlog, for `partitions()`: the backlog sums the partition's
+ * tallies (a few rows each, see admin.ts `counts`), the leases are a primary-key range. Reads only,
+ * takes no lock. A released lease (`-infinity`) reads as no expiry.
+ */
+export function partitions(table: QualifiedName, outbox: string, count: number): Statement<PartitionRow[]> {
+  const { leases, tallies } = tables(table);
+  const p = Parameters.numbered();
+  const o = p.add(outbox);
+  return p.statement(
+    `WITH backlog AS (SELECT partition, sum(pending) AS backlog FROM ${tallies} WHERE outbox = ${o} GROUP BY partition),
+parts AS (SELECT generate_series(0, ${p.add(count)}::int - 1) AS partition UNION SELECT partition FROM backlog WHERE backlog <> 0 UNION SELECT partition FROM ${leases} WHERE outbox = ${o})
+SELECT parts.partition, l.owner, l.epoch,
+  CASE WHEN isfinite(l.lease_until) THEN (extract(epoch FROM l.lease_until) * 1000)::float8 END AS lease_until,
+  coalesce(l.lease_until >= now(), false) AS leased, coalesce(b.backlog, 0) AS backlog
+FROM parts LEFT JOIN ${leases} l ON l.outbox = ${o} AND l.partition = parts.partition LEFT JOIN backlog b ON b.partition = parts.partition
+ORDER BY parts.partition`,
+    readPartitions,
+  );
+}
+
+/** The rows of `partitions` (`partition`, `owner`, `epoch`, `lease_until`, `leased`, `backlog`). */
+function readPartitions(rows: readonly Row[]): PartitionRow[] {
+  return rows.map((row) => ({
+    partition: Number(row.partition),
+    owner: row.owner === null || row.owner === undefined ? null : String(row.owner),
+    epoch: row.epoch === null || row.epoch === undefined ? null : Number(row.epoch),
+    leaseUntil: readDate(row.lease_until),
+    leased: row.leased === true || row.leased === 1,
+    backlog: Number(row.backlog),
+  }));
+}
+
+/**
+ * The nodes of an outbox that are not yet forgotten, by node id; live: seen within `ttl`. With
+ * each, the partitions it holds a live lease on (the lease table's primary-key range).
+ */
+export function nodes(table: QualifiedName, outbox: string, ttl: number): Statement<NodeRow[]> {
+  const { nodes, leases } = tables(table);
+  const p = Parameters.numbered();
+  return p.statement(
+    `SELECT node_id, (extract(epoch FROM last_seen) * 1000)::float8 AS last_seen, last_seen > now() - ${p.add(ttl)} ${MS} AS live,
+  coalesce((SELECT json_agg(l.partition ORDER BY l.partition) FROM ${leases} l WHERE l.outbox = n.outbox AND l.owner = n.node_id AND l.lease_until >= now()), '[]'::json)::text AS partitions
+FROM ${nodes} n WHERE outbox = ${p.add(outbox)} ORDER BY node_id`,
+    readNodes,
+  );
+}
+
+/** The rows of `nodes` (`node_id`, `last_seen`, `live`, `partitions` as JSON text). */
+function readNodes(rows: readonly Row[]): NodeRow[] {
+  return rows.map((row) => ({
+    nodeId: String(row.node_id),
+    lastSeen: readDate(row.last_seen)!,
+    live: row.live === true || row.live === 1,
+    partitions: (JSON.parse(String(row.partitions)) as unknown[]).map(Number),
+  }));
 }

@@ -3,6 +3,7 @@ import {
   blockedGroups,
   counts,
   discard,
+  findMessages,
   list,
   migrationLock,
   missingSchemaObject,
@@ -12,7 +13,17 @@ import {
   writeConfiguration,
 } from './admin.js';
 import { compactTallies, nextRetryAt, prune, recount } from './housekeeping.js';
-import { acquireLease, countRewind, heartbeat, releaseLease, removeNode, renewLease } from './leases.js';
+import {
+  acquireLease,
+  countRewind,
+  heartbeat,
+  nodes,
+  partitions,
+  releaseLease,
+  removeNode,
+  renewLease,
+} from './leases.js';
+import { postgresInbox } from './inbox.js';
 import { poll } from './poll.js';
 import { postgresSchema } from './postgres-schema.js';
 import { insert } from './publish.js';
@@ -33,6 +44,7 @@ export { inFlight } from './poll.js';
 // `satisfies`, not a type annotation: callers that use this dialect directly (tests, the CLI) keep
 // its single statements' types.
 export const postgresDialect = Object.freeze({
+  inbox: postgresInbox,
   name: 'postgres' as const,
   capabilities: Object.freeze({
     notifications: true,
@@ -64,6 +76,9 @@ export const postgresDialect = Object.freeze({
   // pg_current_snapshot() and xid8 (where a poll starts) need 13.
   minimumVersion: { number: 130000, name: 'PostgreSQL 13' },
   list,
+  findMessages,
+  partitions,
+  nodes,
   retryDead,
   discard,
   releaseOrphanedHolds,

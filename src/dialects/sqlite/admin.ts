@@ -1,9 +1,16 @@
-import type { BlockedHead, CountFigures, PolledEnvelope, RecordedConfiguration } from '../../core/dialect.js';
+import type {
+  BlockedHead,
+  CountFigures,
+  FoundMessages,
+  MessageFilter,
+  PolledEnvelope,
+  RecordedConfiguration,
+} from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
-import { Status, unread, type SqlQuery, type Statement } from '../../core/sql.js';
+import { Status, unread, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
 import { configurationOf, readBlockedHeads, readCountFigures, readEnvelope } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
-import { blocking, COLUMNS } from './shared.js';
+import { blocking, COLUMNS, M_COLUMNS } from './shared.js';
 import { configTable, tables } from './tables.js';
 
 /**
@@ -110,14 +117,18 @@ export function blockedGroups(
   outbox: string,
   limit: number,
   parkDead: boolean,
+  countWaiting = true,
 ): Statement<BlockedHead[]> {
   const { messages } = tables(table);
   const p = Parameters.positional();
+  // The heads from their partial index, materialized before they are ordered (ordered by id at
+  // once, SQLite would walk the rowid through every row); the count reads the group's pending rows.
   return p.statement(
-    `SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since,
-  (SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (${Status.ready}, ${Status.held}) AND w.id > h.id) AS waiting
-FROM ${messages} h WHERE h.outbox = ${p.add(outbox)} AND h.group_key IS NOT NULL AND h.status ${blocking(parkDead)}
-ORDER BY h.id LIMIT ${p.add(limit)}`,
+    `WITH heads AS MATERIALIZED (SELECT id FROM ${messages} WHERE outbox = ${p.add(outbox)} AND group_key IS NOT NULL AND status ${blocking(parkDead)}),
+top AS (SELECT id FROM heads ORDER BY id LIMIT ${p.add(limit)})
+SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since,
+  ${countWaiting ? `(SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (${Status.ready}, ${Status.held}) AND w.id > h.id)` : '0'} AS waiting
+FROM top JOIN ${messages} h ON h.id = top.id ORDER BY h.id`,
     (rows) => readBlockedHeads(rows, outbox),
   );
 }
@@ -144,4 +155,48 @@ export function writeConfiguration(
     p.query(`INSERT INTO ${configTable(table)} (outbox, partitions, ordering, serialize_writes, on_dead, updated_at) VALUES (${p.add(outbox)}, ${p.add(c.partitions)}, ${p.add(c.ordering)}, ${p.add(c.serializeWrites ? 1 : 0)}, ${p.add(c.onDead)}, ${p.add(now)})
 ON CONFLICT (outbox) ${conflict}`),
   );
+}
+
+/**
+ * A bounded search (see `MessageFilter`): the first `scan` rows of the status after `afterId`, in
+ * id order, then those of them that match. Dead rows come from the `_dead` index (outbox, id);
+ * pending rows from the rowid in id order. At most `scan` matching-status rows are read.
+ */
+export function findMessages(
+  table: QualifiedName,
+  outbox: string,
+  f: MessageFilter,
+): Statement<FoundMessages> {
+  const { messages } = tables(table);
+  const p = Parameters.positional();
+  const status = f.which === 'pending' ? `status < ${Status.dead}` : `status = ${Status.dead}`;
+  // Built left to right: positional values follow the text.
+  const where = () => {
+    const filters: string[] = [];
+    if (f.groupKey !== undefined) filters.push(`group_key = ${p.add(f.groupKey)}`);
+    if (f.type !== undefined) filters.push(`type = ${p.add(f.type)}`);
+    if (f.error !== undefined) filters.push(`instr(last_error, ${p.add(f.error)}) > 0`);
+    return filters.length === 0 ? '' : ` WHERE ${filters.join(' AND ')}`;
+  };
+  return p.statement(
+    `WITH scanned AS (SELECT id, group_key, type, last_error FROM ${messages} WHERE outbox = ${p.add(outbox)} AND ${status} AND id > ${p.add(f.afterId)} ORDER BY id LIMIT ${p.add(f.scan)}),
+hits AS (SELECT id AS hit FROM scanned${where()} ORDER BY id LIMIT ${p.add(f.limit)})
+SELECT e.scanned_rows, e.scanned_to, ${M_COLUMNS}
+FROM (SELECT count(*) AS scanned_rows, max(id) AS scanned_to FROM scanned) e
+LEFT JOIN (hits JOIN ${messages} m ON m.id = hits.hit) ON 1 ORDER BY m.id`,
+    (rows) => readFound(rows, outbox),
+  );
+}
+
+/** The rows of `findMessages`: the scan's extent on every row, a message on each but a lone miss. */
+function readFound(rows: readonly Row[], outbox: string): FoundMessages {
+  const first = rows[0];
+  return {
+    messages: rows
+      .filter((row) => row.id !== null && row.id !== undefined)
+      .map((row) => readEnvelope(row, outbox)),
+    scanned: Number(first?.scanned_rows ?? 0),
+    scannedTo:
+      first?.scanned_to === null || first?.scanned_to === undefined ? null : Number(first.scanned_to),
+  };
 }

@@ -1,6 +1,7 @@
-import type { AcquireParams, Heartbeat, LeaseToken } from '../../core/dialect.js';
+import type { AcquireParams, Heartbeat, LeaseToken, NodeRow, PartitionRow } from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
-import { batch, unread, type Batch, type Statement } from '../../core/sql.js';
+import { batch, Status, unread, type Batch, type Row, type Statement } from '../../core/sql.js';
+import { readDate } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { ownsLease } from './shared.js';
 import { tables } from './tables.js';
@@ -86,5 +87,64 @@ export function removeNode(table: QualifiedName, outbox: string, nodeId: string)
     p.query(
       `DELETE FROM ${tables(table).nodes} WHERE outbox = ${p.add(outbox)} AND node_id = ${p.add(nodeId)}`,
     ),
+  );
+}
+
+/**
+ * Each partition's lease row and backlog, for `partitions()`. The backlog counts the pending rows
+ * from the three partial indexes of their statuses (`_ready` and `_retry` hold the partition;
+ * `_held` rows are looked up): the cost of `counts()`, no more.
+ */
+export function partitions(
+  table: QualifiedName,
+  outbox: string,
+  count: number,
+  now: number,
+): Statement<PartitionRow[]> {
+  const { messages, leases } = tables(table);
+  const p = Parameters.positional();
+  const pending = (status: number) =>
+    `SELECT partition FROM ${messages} WHERE outbox = ${p.add(outbox)} AND status = ${status}`;
+  return p.statement(
+    `WITH RECURSIVE series(partition) AS (SELECT 0 WHERE ${p.add(count)} > 0 UNION ALL SELECT partition + 1 FROM series WHERE partition + 1 < ${p.add(count)}),
+backlog AS (SELECT partition, count(*) AS backlog FROM (${pending(Status.ready)} UNION ALL ${pending(Status.retry)} UNION ALL ${pending(Status.held)}) GROUP BY partition),
+parts AS (SELECT partition FROM series UNION SELECT partition FROM backlog UNION SELECT partition FROM ${leases} WHERE outbox = ${p.add(outbox)})
+SELECT parts.partition AS partition, l.owner AS owner, l.epoch AS epoch, l.lease_until AS lease_until, coalesce(l.lease_until >= ${p.add(now)}, 0) AS leased, coalesce(b.backlog, 0) AS backlog
+FROM parts LEFT JOIN ${leases} l ON l.outbox = ${p.add(outbox)} AND l.partition = parts.partition LEFT JOIN backlog b ON b.partition = parts.partition
+ORDER BY parts.partition`,
+    readPartitions,
+  );
+}
+
+/** The rows of `partitions` (`partition`, `owner`, `epoch`, `lease_until`, `leased`, `backlog`). */
+function readPartitions(rows: readonly Row[]): PartitionRow[] {
+  return rows.map((row) => ({
+    partition: Number(row.partition),
+    owner: row.owner === null || row.owner === undefined ? null : String(row.owner),
+    epoch: row.epoch === null || row.epoch === undefined ? null : Number(row.epoch),
+    leaseUntil: readDate(row.lease_until),
+    leased: row.leased === true || row.leased === 1,
+    backlog: Number(row.backlog),
+  }));
+}
+
+/**
+ * The nodes of an outbox that are not yet forgotten, by node id; live: seen within `ttl` of `now`.
+ * With each, the partitions it holds a live lease on.
+ */
+export function nodes(table: QualifiedName, outbox: string, ttl: number, now: number): Statement<NodeRow[]> {
+  const { nodes, leases } = tables(table);
+  const p = Parameters.positional();
+  return p.statement(
+    `SELECT node_id, last_seen, last_seen > ${p.add(now - ttl)} AS live,
+  (SELECT json_group_array(partition) FROM (SELECT l.partition AS partition FROM ${leases} l WHERE l.outbox = n.outbox AND l.owner = n.node_id AND l.lease_until >= ${p.add(now)} ORDER BY l.partition)) AS partitions
+FROM ${nodes} n WHERE outbox = ${p.add(outbox)} ORDER BY node_id`,
+    (rows) =>
+      rows.map((row) => ({
+        nodeId: String(row.node_id),
+        lastSeen: readDate(row.last_seen)!,
+        live: row.live === true || row.live === 1,
+        partitions: (JSON.parse(String(row.partitions ?? '[]')) as unknown[]).map(Number),
+      })),
   );
 }

@@ -3,6 +3,7 @@ import {
   blockedGroups,
   counts,
   discard,
+  findMessages,
   list,
   migrationLock,
   missingSchemaObject,
@@ -12,7 +13,16 @@ import {
   writeConfiguration,
 } from './admin.js';
 import { nextRetryAt, prune } from './housekeeping.js';
-import { acquireLease, heartbeat, releaseLease, removeNode, renewLease } from './leases.js';
+import {
+  acquireLease,
+  heartbeat,
+  nodes,
+  partitions,
+  releaseLease,
+  removeNode,
+  renewLease,
+} from './leases.js';
+import { sqliteInbox } from './inbox.js';
 import { poll } from './poll.js';
 import { insert } from './publish.js';
 import { hold, releaseOrphanedHolds, settle } from './settle.js';
@@ -29,6 +39,7 @@ import { sqliteSchema } from './sqlite-schema.js';
 // `satisfies`, not a type annotation: callers that use this dialect directly (tests, the CLI) keep
 // its single statements' types.
 export const sqliteDialect = Object.freeze({
+  inbox: sqliteInbox,
   name: 'sqlite' as const,
   capabilities: Object.freeze({
     notifications: false,
@@ -56,6 +67,9 @@ export const sqliteDialect = Object.freeze({
   // 3.42: unixepoch('subsec'); 3.38: ->> on JSON; 3.35: RETURNING.
   minimumVersion: { number: 3_042_000, name: 'SQLite 3.42' },
   list,
+  findMessages,
+  partitions,
+  nodes,
   retryDead,
   discard,
   releaseOrphanedHolds,

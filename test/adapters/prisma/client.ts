@@ -1,6 +1,8 @@
 /**
  * Generates the Prisma client of schema.prisma into ./generated (once per Prisma version and
- * schema; concurrent test files agree through an atomic rename) and loads it.
+ * schema; concurrent test files agree through an atomic rename) and loads it. generatePrismaClient
+ * takes another schema too: examples.test.ts generates the client of
+ * examples/adapters/prisma/schema.prisma into the `output` that schema names.
  *
  * Offline: `prisma generate` wants the schema-engine binary from binaries.prisma.sh before it
  * generates anything, but does not run it. PRISMA_SCHEMA_ENGINE_BINARY pointing at any existing
@@ -11,14 +13,14 @@ import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { dirname, join } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
-const schemaPath = join(here, 'schema.prisma');
-const output = join(here, 'generated');
+const testSchema = join(here, 'schema.prisma');
+const testOutput = join(here, 'generated');
 
-/** The generated client, as far as the tests and the example use it. */
+/** The generated client of the test schema, as far as the adapter tests use it. */
 export interface GeneratedPrisma {
   PrismaClient: new (options: { adapter: unknown }) => GeneratedPrismaClient;
 }
@@ -46,27 +48,35 @@ export interface GeneratedPrismaTransaction {
   };
 }
 
-function stamp(): string {
+function stamp(schemaText: string): string {
   const require = createRequire(import.meta.url);
   const version = (require('prisma/package.json') as { version: string }).version;
-  return createHash('sha256').update(version).update(readFileSync(schemaPath)).digest('hex');
+  return createHash('sha256').update(version).update(schemaText).digest('hex');
 }
 
-/** Runs `prisma generate` unless ./generated already holds the client of this schema and Prisma version. */
-export function generatePrismaClient(): void {
-  const expected = stamp();
+const outputLine = /(output\s*=\s*)"([^"]+)"/;
+
+/**
+ * Runs `prisma generate` for the schema at `schemaPath` unless the folder its generator's `output`
+ * names already holds the client of this schema and Prisma version. Returns that folder.
+ */
+export function generatePrismaClient(schemaPath: string = testSchema): string {
+  const schemaText = readFileSync(schemaPath, 'utf8');
+  const declared = outputLine.exec(schemaText)?.[2];
+  if (declared === undefined) throw new Error(`${schemaPath}: its generator names no output`);
+  const schemaDir = dirname(schemaPath);
+  const output = resolve(schemaDir, declared);
+  const expected = stamp(schemaText);
   const stampFile = join(output, '.stamp');
-  if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === expected) return;
+  if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === expected) return output;
 
   // Generate next to the schema under a private name, then move it into place in one rename.
-  const temporary = `${output}.${process.pid}.${Date.now()}`;
-  const temporarySchema = join(here, `schema.${process.pid}.${Date.now()}.prisma`);
+  const unique = `${process.pid}.${Date.now()}`;
+  const temporary = `${output}.${unique}`;
+  const temporarySchema = join(schemaDir, `schema.${unique}.prisma`);
   writeFileSync(
     temporarySchema,
-    readFileSync(schemaPath, 'utf8').replace(
-      /output\s*=\s*"\.\/generated"/,
-      `output = "./${temporary.slice(here.length + 1)}"`,
-    ),
+    schemaText.replace(outputLine, (_, head: string) => `${head}"${relative(schemaDir, temporary)}"`),
   );
   try {
     const cli = createRequire(import.meta.url).resolve('prisma/build/index.js');
@@ -81,7 +91,7 @@ export function generatePrismaClient(): void {
     });
     writeFileSync(join(temporary, '.stamp'), expected);
     // Another test file may have finished first: keep its client, which is the same.
-    if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === expected) return;
+    if (existsSync(stampFile) && readFileSync(stampFile, 'utf8') === expected) return output;
     if (existsSync(output)) rmSync(output, { recursive: true, force: true });
     mkdirSync(dirname(output), { recursive: true });
     try {
@@ -90,6 +100,7 @@ export function generatePrismaClient(): void {
       // Another test file generated the same client meanwhile: use theirs.
       if (!existsSync(stampFile)) throw error;
     }
+    return output;
   } finally {
     rmSync(temporarySchema, { force: true });
     rmSync(temporary, { recursive: true, force: true });
@@ -97,9 +108,9 @@ export function generatePrismaClient(): void {
 }
 
 export async function loadPrismaClient(): Promise<GeneratedPrisma> {
-  generatePrismaClient();
+  generatePrismaClient(testSchema);
   // A computed specifier: the generated code does not exist before the first test run, and the
   // typecheck must not depend on it.
-  const url = pathToFileURL(join(output, 'client.mts')).href;
+  const url = pathToFileURL(join(testOutput, 'client.mts')).href;
   return (await import(/* @vite-ignore */ url)) as GeneratedPrisma;
 }

@@ -2,12 +2,11 @@
  * outboxer with Prisma 7 (driver adapter @prisma/adapter-pg) on PostgreSQL: publish inside an
  * interactive transaction, and the order and its event commit together, or not at all.
  *
- * In your application the client comes from `npx prisma generate`:
- *   import { PrismaClient } from './generated/prisma/client.js';
- * Here it is generated from test/adapters/prisma/schema.prisma on first use (offline: see
- * docs/adapters/prisma.md).
+ * PrismaClient is the client `npx prisma generate` writes from schema.prisma (next to this file)
+ * into ./generated/prisma (offline: see docs/adapters/prisma.md).
  *
- *   npx tsx examples/adapters/prisma.ts      (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
+ *   npx prisma generate --schema examples/adapters/prisma/schema.prisma
+ *   npx tsx examples/adapters/prisma/example.ts      (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)
  */
 import { pathToFileURL } from 'node:url';
 import { PrismaPg } from '@prisma/adapter-pg';
@@ -15,28 +14,32 @@ import pg from 'pg';
 import { Outboxer, functionRelay, type Envelope } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { prisma as prismaAdapter } from 'outboxer/prisma';
-import { loadPrismaClient } from '../../test/adapters/prisma/client.js';
-import { databaseUrl, exampleSchema, until, withSearchPath, type ExampleResult } from './support.js';
+import { PrismaClient } from './generated/prisma/client.js';
 
-export async function main(): Promise<ExampleResult> {
-  const { PrismaClient } = await loadPrismaClient();
-  const schema = exampleSchema();
-  const url = withSearchPath(databaseUrl, schema);
-  // schema: Prisma qualifies its model queries ("public"."orders" by default).
-  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: url }, { schema }) });
+export async function main(
+  databaseUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres',
+) {
+  const prisma = new PrismaClient({ adapter: new PrismaPg({ connectionString: databaseUrl }) });
   // Prisma has no LISTEN: notify: true wakes relays through one pg connection outside Prisma.
-  const listenPool = new pg.Pool({ connectionString: url, max: 1 });
-  // Tables as prisma migrate would create them (it needs the schema engine: create them with SQL).
-  await prisma.$executeRawUnsafe(`CREATE SCHEMA "${schema}"`);
+  const listenPool = new pg.Pool({ connectionString: databaseUrl, max: 1 });
+  // The table of the Order model, as `prisma migrate` would create it (migrate needs the schema
+  // engine, which an offline machine lacks: see docs/adapters/prisma.md).
   await prisma.$executeRawUnsafe(
-    `CREATE TABLE orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`,
+    `CREATE TABLE IF NOT EXISTS orders (id serial PRIMARY KEY, customer text NOT NULL, total int NOT NULL)`,
   );
 
   const received: Envelope[] = [];
+  let arrived!: () => void;
+  const delivered = new Promise<void>((resolve) => (arrived = resolve));
+  // The relay: here a function that keeps what it receives (in production SQS, Kafka, a webhook…).
+  const relay = functionRelay(async (message: Envelope) => {
+    received.push(message);
+    arrived();
+  });
   const outboxer = new Outboxer({
     database: prismaAdapter(prisma, { notifications: nodePostgres(listenPool) }),
     outboxes: {
-      orders: { relay: functionRelay(async (m: Envelope) => void received.push(m)), notify: true },
+      orders: { relay, notify: true },
     },
   });
   try {
@@ -67,7 +70,7 @@ export async function main(): Promise<ExampleResult> {
       })
       .catch(() => undefined);
 
-    await until(() => received.length === 1);
+    await delivered;
     await outboxer.stop();
     return {
       delivered: received.map(({ type, groupKey, payload }) => ({ type, groupKey, payload })),
@@ -75,7 +78,6 @@ export async function main(): Promise<ExampleResult> {
     };
   } finally {
     await outboxer.stop();
-    await prisma.$executeRawUnsafe(`DROP SCHEMA "${schema}" CASCADE`);
     await prisma.$disconnect();
     await listenPool.end();
   }

@@ -1,0 +1,94 @@
+/**
+ * The dashboard's API at a shallow and a deep backlog: every call the page makes on a refresh
+ * (the overview, a page of pending messages, a filtered page of dead ones) and the detail view,
+ * through the fetch handler itself (no HTTP), against 10,000 and 1,000,000 pending rows behind
+ * 1,000 dead messages that park their groups (`onDead: 'park'`).
+ */
+import { Outboxer } from 'outboxer';
+import { nodePostgres } from 'outboxer/pg';
+import { createDashboard } from '../src/dashboard/index.js';
+import { addRow, type BenchContext } from './context.js';
+import { formatMs } from './report.js';
+import { dropTables, fill, quantile, rows, vacuum } from './support.js';
+
+const TABLE = 'bench_dashboard';
+const GROUPS = 1_000;
+const PARTITIONS = 4;
+const DEAD = 1_000;
+
+type Calls = Record<string, string>;
+
+async function measure(ctx: BenchContext, pending: number, iterations: number) {
+  const { pool } = ctx;
+  await dropTables(pool, TABLE);
+  const outboxer = new Outboxer({
+    database: nodePostgres(pool),
+    relay: false,
+    logger: false,
+    outboxes: { bench: { table: TABLE, partitions: PARTITIONS, onDead: 'park' } },
+  });
+  await outboxer.migrate();
+  await fill(pool, {
+    table: TABLE,
+    outbox: 'bench',
+    count: DEAD,
+    groups: GROUPS,
+    partitions: PARTITIONS,
+    status: 3,
+  });
+  await fill(pool, {
+    table: TABLE,
+    outbox: 'bench',
+    count: pending,
+    groups: GROUPS,
+    partitions: PARTITIONS,
+    from: DEAD,
+  });
+  await vacuum(pool, TABLE);
+  const handler = createDashboard(outboxer as Outboxer<never, boolean>);
+  const calls: Calls = {
+    overview: '/api/overview',
+    pending: '/api/messages?outbox=bench&status=pending&limit=50',
+    dead: '/api/messages?outbox=bench&status=dead&group=order%3A7&limit=50',
+    detail: `/api/message?outbox=bench&id=${DEAD + Math.floor(pending / 2)}`,
+  };
+  const timings: Record<string, number[]> = {};
+  for (const [name, path] of Object.entries(calls)) {
+    const samples: number[] = [];
+    for (let i = -3; i < iterations; i += 1) {
+      const started = performance.now();
+      const response = await handler(new Request(`http://bench${path}`));
+      await response.arrayBuffer();
+      if (response.status !== 200) throw new Error(`${path}: HTTP ${response.status}`);
+      if (i >= 0) samples.push(performance.now() - started);
+    }
+    timings[name] = samples;
+  }
+  await dropTables(pool, TABLE);
+  const p50 = (name: string) => quantile(timings[name]!, 0.5);
+  const p95 = (name: string) => quantile(timings[name]!, 0.95);
+  return { p50, p95, refresh: p50('overview') + p50('pending') };
+}
+
+export async function dashboardRows(ctx: BenchContext): Promise<void> {
+  const iterations = ctx.settings.quick ? 10 : 100;
+  const small = rows(ctx.settings, 10_000, 2_000);
+  const big = rows(ctx.settings, 1_000_000, 20_000);
+  const shallow = await measure(ctx, small, iterations);
+  const deep = await measure(ctx, big, iterations);
+  for (const [count, m] of [
+    [small, shallow],
+    [big, deep],
+  ] as const) {
+    addRow(ctx, {
+      group: 'Dashboard',
+      what: `Dashboard API, one refresh, ${count.toLocaleString('en-US')} pending`,
+      ours: {
+        value: m.refresh,
+        unit: 'ms',
+        text: `${formatMs(m.refresh)} ms`,
+      },
+      note: `What the page asks every 2 s: the overview (counts, partitions, nodes, the 200 oldest of 1,000 parked groups; p50 ${formatMs(m.p50('overview'))} ms, p95 ${formatMs(m.p95('overview'))} ms) and a page of 50 pending messages (p50 ${formatMs(m.p50('pending'))} ms); a page of one group's dead messages among ${DEAD.toLocaleString('en-US')} p50 ${formatMs(m.p50('dead'))} ms; the detail view p50 ${formatMs(m.p50('detail'))} ms. ${GROUPS.toLocaleString('en-US')} groups in ${PARTITIONS} partitions; medians of ${iterations} calls of the fetch handler, no HTTP.`,
+    });
+  }
+}

@@ -1,0 +1,267 @@
+/**
+ * `outboxer.inbox(name)`: each received message handled once. `handle` records the message's id
+ * in the inbox table inside the caller's transaction, under a savepoint, and runs the handler
+ * there only when the id was not recorded yet: the effect and the record commit together or not
+ * at all, and a handler that throws leaves neither behind, even when the caller goes on with its
+ * transaction. Synchronous on better-sqlite3 (its transactions are synchronous functions).
+ */
+import { run, type DatabaseAdapter, type MaybePromise } from '../database.js';
+import { explainMissingSchema, OutboxerError } from '../errors.js';
+import { queriesOf, readResults, type Row, type SqlQuery } from '../sql.js';
+import { MAX_GROUP_KEY_BYTES } from '../encoding.js';
+import { channels, emit } from '../telemetry.js';
+import type { InboxRecord } from './dialect.js';
+import type { ResolvedInbox } from './options.js';
+
+/** A received message's identity. */
+export interface InboxMessage {
+  /** Its id at the source (the `outboxer-id` header of an outboxer producer, a broker's message id…). */
+  id: string | number;
+  /** Where it came from, when ids are unique only per source (a topic, a queue, an outbox). Default ''. */
+  source?: string;
+  /** Its group (the `outboxer-group-key` header), kept with the record. */
+  groupKey?: string | null;
+}
+
+/** What `handle` did: ran the handler (its value), or found the message already handled. */
+export type InboxOutcome<T> = { duplicate: false; value: T } | { duplicate: true; handledAt: Date };
+
+/**
+ * The handler: it runs inside the transaction passed to `handle` (use that same transaction for its
+ * writes), synchronously on a synchronous adapter (better-sqlite3), sync or async elsewhere. It
+ * takes no argument: a callback typed with the transaction's type would make
+ * `Outboxer<YourClient>` reject an instance built for a structurally wider type.
+ */
+export type InboxHandler<Sync extends boolean, T> = () => Sync extends true ? T : T | Promise<T>;
+
+/** The longest message id or source kept, in characters: ids are keys, not payloads. */
+export const MAX_INBOX_ID_LENGTH = 1000;
+
+/** Savepoint names are unique per process, so handles can nest (a handler that handles another message). */
+let savepoints = 0;
+
+export class Inbox<Tx, Sync extends boolean> {
+  constructor(
+    private readonly adapter: DatabaseAdapter<Tx, Sync>,
+    private readonly inbox: ResolvedInbox,
+    private readonly instance: string,
+  ) {}
+
+  /**
+   * Runs `handler` inside `tx` unless this message was handled before, recording it as handled in
+   * the same transaction. Returns `{ duplicate: false, value }` or, for a message already handled,
+   * `{ duplicate: true, handledAt }` without calling the handler. What the handler throws is thrown
+   * unchanged, after its writes and the record were rolled back to the savepoint.
+   */
+  handle<T>(
+    tx: Tx,
+    message: InboxMessage,
+    handler: InboxHandler<Sync, T>,
+  ): MaybePromise<InboxOutcome<T>, Sync> {
+    if (this.adapter.sync)
+      return this.handleSync(tx, message, handler) as MaybePromise<InboxOutcome<T>, Sync>;
+    return this.handleAsync(tx, message, handler) as MaybePromise<InboxOutcome<T>, Sync>;
+  }
+
+  /** Deletes the ids handled longer than the retention ago; how many. Relaying nodes call it on a timer. */
+  async prune(now = Date.now()): Promise<number> {
+    const { dialect } = this.adapter;
+    const before = now - this.inbox.keepSeconds * 1000;
+    let total = 0;
+    for (;;) {
+      const pruned = await run(
+        this.adapter,
+        dialect.inbox.pruneHandled(this.inbox.table, this.inbox.name, before, 10_000),
+      );
+      total += pruned;
+      if (pruned < 10_000) break;
+    }
+    emit(channels.inboxPrune, () => ({ instance: this.instance, inbox: this.inbox.name, pruned: total }));
+    return total;
+  }
+
+  private handleSync<T>(tx: Tx, message: InboxMessage, handler: InboxHandler<Sync, T>): InboxOutcome<T> {
+    const record = this.check(message, handler);
+    const { dialect } = this.adapter;
+    const execute = (query: SqlQuery) => this.adapter.executeInTransaction(tx, query) as Row[];
+    const savepoint = `outboxer_inbox_${++savepoints}`;
+    execute(dialect.inbox.savepoint(savepoint));
+    let recorded: boolean;
+    try {
+      const work = dialect.inbox.recordHandled(this.inbox.table, record, Date.now());
+      recorded = readResults(
+        work,
+        queriesOf(work).map((query) => execute(query)),
+      );
+    } catch (error) {
+      this.undo(execute, savepoint);
+      throw explainMissingSchema(dialect, this.inbox.table, error);
+    }
+    if (!recorded) {
+      execute(dialect.inbox.releaseSavepoint(savepoint));
+      const statement = dialect.inbox.handledAt(this.inbox.table, record);
+      return this.duplicate(record, statement.read(execute(statement)));
+    }
+    let value: T;
+    try {
+      value = handler() as T;
+      if (isThenable(value)) {
+        throw new OutboxerError(
+          'INVALID_STATE',
+          `The handler of inbox "${this.inbox.name}" returned a promise, but this database's transactions are synchronous (better-sqlite3): handle the message synchronously inside db.transaction().`,
+        );
+      }
+    } catch (error) {
+      this.undo(execute, savepoint);
+      throw error;
+    }
+    execute(dialect.inbox.releaseSavepoint(savepoint));
+    return this.handled(record, value);
+  }
+
+  private async handleAsync<T>(
+    tx: Tx,
+    message: InboxMessage,
+    handler: InboxHandler<Sync, T>,
+  ): Promise<InboxOutcome<T>> {
+    const record = this.check(message, handler);
+    const { dialect } = this.adapter;
+    const execute = (query: SqlQuery) => this.adapter.executeInTransaction(tx, query) as Promise<Row[]>;
+    const savepoint = `outboxer_inbox_${++savepoints}`;
+    await execute(dialect.inbox.savepoint(savepoint));
+    let recorded: boolean;
+    try {
+      // A batch runs statement by statement, in order, inside the caller's transaction.
+      const work = dialect.inbox.recordHandled(this.inbox.table, record, Date.now());
+      const results: Row[][] = [];
+      for (const query of queriesOf(work)) results.push(await execute(query));
+      recorded = readResults(work, results);
+    } catch (error) {
+      await this.undoAsync(execute, savepoint);
+      throw explainMissingSchema(dialect, this.inbox.table, error);
+    }
+    if (!recorded) {
+      await execute(dialect.inbox.releaseSavepoint(savepoint));
+      const statement = dialect.inbox.handledAt(this.inbox.table, record);
+      return this.duplicate(record, statement.read(await execute(statement)));
+    }
+    let value: T;
+    try {
+      value = (await handler()) as T;
+    } catch (error) {
+      await this.undoAsync(execute, savepoint);
+      throw error;
+    }
+    await execute(dialect.inbox.releaseSavepoint(savepoint));
+    return this.handled(record, value);
+  }
+
+  /** Rolls back to the savepoint and releases it; a failure there leaves the caller's error to be thrown. */
+  private undo(execute: (query: SqlQuery) => unknown, savepoint: string): void {
+    const { inbox } = this.adapter.dialect;
+    try {
+      execute(inbox.rollbackToSavepoint(savepoint));
+      execute(inbox.releaseSavepoint(savepoint));
+    } catch {
+      // The transaction is unusable anyway (a lost connection): the caller's error says more.
+    }
+  }
+
+  private async undoAsync(execute: (query: SqlQuery) => Promise<unknown>, savepoint: string): Promise<void> {
+    const { inbox } = this.adapter.dialect;
+    try {
+      await execute(inbox.rollbackToSavepoint(savepoint));
+      await execute(inbox.releaseSavepoint(savepoint));
+    } catch {
+      // As in undo(): the error being thrown is the one that matters.
+    }
+  }
+
+  private handled<T>(record: InboxRecord, value: T): InboxOutcome<T> {
+    emit(channels.inboxHandled, () => ({
+      instance: this.instance,
+      inbox: record.inbox,
+      source: record.source,
+      id: record.messageId,
+    }));
+    return { duplicate: false, value };
+  }
+
+  private duplicate(record: InboxRecord, handledAt: number | undefined): InboxOutcome<never> {
+    emit(channels.inboxDuplicate, () => ({
+      instance: this.instance,
+      inbox: record.inbox,
+      source: record.source,
+      id: record.messageId,
+    }));
+    // A record pruned between the two statements: it was handled, when is no longer known.
+    return { duplicate: true, handledAt: new Date(handledAt ?? Number.NaN) };
+  }
+
+  /** The message's record, checked before any SQL runs: bad input writes nothing. */
+  private check(message: InboxMessage, handler: unknown): InboxRecord {
+    const name = this.inbox.name;
+    if (typeof message !== 'object' || message === null)
+      throw invalid(name, `the message must be an object such as { id, source }; got ${typeof message}.`);
+    if (typeof handler !== 'function') throw invalid(name, 'the handler must be a function () => …');
+    return {
+      inbox: name,
+      messageId: idText(name, message.id),
+      source: sourceText(name, message.source),
+      groupKey: groupKeyText(name, message.groupKey),
+    };
+  }
+}
+
+function invalid(inbox: string, detail: string): OutboxerError {
+  return new OutboxerError('INVALID_MESSAGE', `Inbox "${inbox}": ${detail}`);
+}
+
+function idText(inbox: string, id: unknown): string {
+  if (typeof id === 'number' && Number.isSafeInteger(id)) return String(id);
+  if (typeof id !== 'string' || id.length === 0) {
+    throw invalid(
+      inbox,
+      `id must be a non-empty string or a safe integer; got ${id === undefined ? 'undefined' : typeof id}.`,
+    );
+  }
+  checkKeyText(inbox, 'id', id);
+  return id;
+}
+
+function sourceText(inbox: string, source: unknown): string {
+  if (source === undefined) return '';
+  if (typeof source !== 'string') throw invalid(inbox, `source must be a string; got ${typeof source}.`);
+  checkKeyText(inbox, 'source', source);
+  return source;
+}
+
+function groupKeyText(inbox: string, key: unknown): string | null {
+  if (key === undefined || key === null) return null;
+  if (typeof key !== 'string' || key.length === 0)
+    throw invalid(inbox, 'groupKey must be a non-empty string, null or undefined.');
+  if (key.includes('\0'))
+    throw invalid(inbox, 'groupKey contains a NUL character (U+0000), which Postgres cannot store.');
+  if (Buffer.byteLength(key, 'utf8') > MAX_GROUP_KEY_BYTES)
+    throw invalid(inbox, `groupKey is longer than ${MAX_GROUP_KEY_BYTES} bytes.`);
+  return key;
+}
+
+function checkKeyText(inbox: string, what: string, value: string): void {
+  if (value.length > MAX_INBOX_ID_LENGTH)
+    throw invalid(
+      inbox,
+      `${what} is longer than ${MAX_INBOX_ID_LENGTH} characters; use a shorter id or a hash of it.`,
+    );
+  if (value.includes('\0'))
+    throw invalid(inbox, `${what} contains a NUL character (U+0000), which Postgres cannot store.`);
+  if (/[\uD800-\uDFFF]/.test(value.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g, ''))) {
+    throw invalid(inbox, `${what} contains a lone surrogate, which is not valid Unicode text.`);
+  }
+}
+
+function isThenable(value: unknown): boolean {
+  return (
+    typeof value === 'object' && value !== null && typeof (value as { then?: unknown }).then === 'function'
+  );
+}

@@ -1,0 +1,67 @@
+import type { InboxDialect, InboxKey, InboxRecord } from '../../core/inbox/dialect.js';
+import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
+import type { Statement } from '../../core/sql.js';
+import { Parameters } from '../shared/parameters.js';
+
+/**
+ * The inbox on Postgres: one row per handled message, keyed by (inbox, source, message_id). The
+ * primary key is the deduplication: a second INSERT of the key does nothing, and one from a
+ * concurrent transaction waits for the first to commit (then does nothing) or roll back (then
+ * inserts). Pruning reads the index on (inbox, handled_at).
+ */
+
+function inboxSchema(table: QualifiedName): string[] {
+  const inbox = quoteName(table);
+  return [
+    `CREATE TABLE IF NOT EXISTS ${inbox} (
+  inbox text NOT NULL,
+  source text NOT NULL,
+  message_id text NOT NULL,
+  group_key text,
+  handled_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (inbox, source, message_id)
+)`,
+    `CREATE INDEX IF NOT EXISTS ${quoteName(companion(table, 'handled_idx'))} ON ${inbox} (inbox, handled_at)`,
+  ];
+}
+
+function recordHandled(table: QualifiedName, record: InboxRecord): Statement<boolean> {
+  const p = Parameters.numbered();
+  return p.statement(
+    `INSERT INTO ${quoteName(table)} (inbox, source, message_id, group_key) VALUES (${p.add(record.inbox)}, ${p.add(record.source)}, ${p.add(record.messageId)}, ${p.add(record.groupKey)}) ON CONFLICT DO NOTHING RETURNING 1 AS recorded`,
+    (rows) => rows.length > 0,
+  );
+}
+
+function handledAt(table: QualifiedName, key: InboxKey): Statement<number | undefined> {
+  const p = Parameters.numbered();
+  return p.statement(
+    `SELECT (extract(epoch FROM handled_at) * 1000)::float8 AS handled_at FROM ${quoteName(table)} WHERE inbox = ${p.add(key.inbox)} AND source = ${p.add(key.source)} AND message_id = ${p.add(key.messageId)}`,
+    (rows) => (rows[0] === undefined ? undefined : Number(rows[0].handled_at)),
+  );
+}
+
+/** SKIP LOCKED: two nodes pruning at once share the work instead of waiting on each other. */
+function pruneHandled(table: QualifiedName, inbox: string, before: number, limit: number): Statement<number> {
+  const quoted = quoteName(table);
+  const p = Parameters.numbered();
+  return p.statement(
+    `WITH old AS (SELECT ctid FROM ${quoted} WHERE inbox = ${p.add(inbox)} AND handled_at < to_timestamp(${p.add(before / 1000)}) LIMIT ${p.add(limit)} FOR UPDATE SKIP LOCKED)
+DELETE FROM ${quoted} WHERE ctid IN (SELECT ctid FROM old) RETURNING 1 AS pruned`,
+    (rows) => rows.length,
+  );
+}
+
+export const postgresInbox: InboxDialect = Object.freeze({
+  inboxSchema,
+  recordHandled,
+  handledAt,
+  pruneHandled,
+  savepoint: (name: string) => ({ text: `SAVEPOINT ${name}`, values: [] }),
+  releaseSavepoint: (name: string) => ({ text: `RELEASE SAVEPOINT ${name}`, values: [] }),
+  rollbackToSavepoint: (name: string) => ({
+    text: `ROLLBACK TO SAVEPOINT ${name}`,
+    values: [],
+    recovers: true,
+  }),
+});
