@@ -61,6 +61,7 @@ export type {
   SqlQuery,
   Row,
   Statement,
+  Statements,
   Batch,
   ListenHandlers,
   Listener,

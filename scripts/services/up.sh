@@ -5,7 +5,7 @@
 #   scripts/services/up.sh                   all of them
 #   scripts/services/up.sh postgres kafka    only these
 #
-# Services: postgres (5432), redis (6379), rabbitmq (5672), nats (4222), kafka (9092; SASL/PLAIN on 9094),
+# Services: postgres (5432), mariadb (3306), redis (6379), rabbitmq (5672), nats (4222), kafka (9092; SASL/PLAIN on 9094),
 # sqs (9324).
 # Kafka and ElasticMQ (sqs) keep jars, config, data and logs under
 # ${OUTBOXER_SERVICES_DIR:-~/.cache/outboxer-services}; stop them with `kafka.sh stop`, `sqs.sh stop`.
@@ -16,9 +16,10 @@ SVC_NAME=up
 # shellcheck source=lib.sh
 source "$HERE/lib.sh"
 
-ALL=(postgres redis rabbitmq nats kafka sqs)
+ALL=(postgres mariadb redis rabbitmq nats kafka sqs)
 declare -A ENDPOINT=(
   [postgres]="postgres://postgres@127.0.0.1:5432/postgres"
+  [mariadb]="mysql://root@127.0.0.1:3306/test"
   [redis]="redis://127.0.0.1:6379"
   [rabbitmq]="amqp://guest:guest@127.0.0.1:5672"
   [nats]="nats://127.0.0.1:4222"

@@ -22,7 +22,7 @@ import { checkIds, listLimit } from './limits.js';
 import { integerOption, invalidOption, rejectUnknownKeys, type ResolvedOutbox } from './options.js';
 import type { Envelope } from './relay.js';
 import type { SqlQuery } from './sql.js';
-import { Status, type StatusValue } from './sql.js';
+import { queriesOf, readResults, Status, type StatusValue } from './sql.js';
 import { channels, emit } from './telemetry.js';
 
 /** Rows one prune statement deletes at most: the pruner loops until a batch comes back short. */
@@ -158,8 +158,8 @@ export class Administration {
     // Revived messages keep their ids, below the workers' cursors: the count makes them look.
     const first = rewind(dialect, o);
     const revive = dialect.retryDead(o.table, o.name, ids, o.onDead === 'park', Date.now());
-    const results = await this.adapter.executeAtomically([...first, revive]);
-    return revive.read(results[first.length]!);
+    const results = await this.adapter.executeAtomically([...first, ...queriesOf(revive)]);
+    return readResults(revive, results.slice(first.length));
   }
 
   async discard(outbox: string, ids: readonly number[]): Promise<number> {
@@ -171,12 +171,13 @@ export class Administration {
     // later message of the group is polled, the count sends each worker back to the beginning.
     const first = rewind(dialect, o);
     const remove = dialect.discard(o.table, o.name, checked);
+    const removing = queriesOf(remove);
     const results = await this.adapter.executeAtomically([
       ...first,
-      remove,
+      ...removing,
       dialect.releaseOrphanedHolds(o.table, o.name, o.onDead === 'park'),
     ]);
-    return remove.read(results[first.length]!);
+    return readResults(remove, results.slice(first.length, first.length + removing.length));
   }
 
   /** Once per outbox: this instance's `onDead` matches the relaying nodes' (see checkRecordedOnDead). */

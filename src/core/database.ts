@@ -4,9 +4,9 @@
  * the dialect (dialect.ts).
  */
 import type { Dialect } from './dialect.js';
-import type { Batch, Row, SqlQuery, Statement } from './sql.js';
+import { isBatch, type Batch, type Row, type SqlQuery, type Statements } from './sql.js';
 
-export type { Batch, Row, SqlQuery, Statement } from './sql.js';
+export type { Batch, Row, SqlQuery, Statement, Statements } from './sql.js';
 export type * from './dialect.js';
 export { Status } from './sql.js';
 
@@ -48,9 +48,16 @@ export interface Listener {
   close(): Promise<void>;
 }
 
-/** Runs a statement on its own and reads its rows. */
-export async function run<R>(adapter: Pick<DatabaseAdapter, 'execute'>, statement: Statement<R>): Promise<R> {
-  return statement.read(await adapter.execute(statement));
+/**
+ * Runs a statement on its own and reads its rows; a {@link Batch} (a dialect that needs several
+ * statements for the work, MySQL) runs in one transaction.
+ */
+export async function run<R>(
+  adapter: Pick<DatabaseAdapter, 'execute' | 'executeAtomically'>,
+  work: Statements<R>,
+): Promise<R> {
+  if (isBatch(work)) return work.read(await adapter.executeAtomically(work));
+  return work.read(await adapter.execute(work));
 }
 
 /** Runs a batch in one transaction and reads its rows. */

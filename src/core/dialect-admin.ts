@@ -5,7 +5,7 @@
  */
 import type { PolledEnvelope } from './dialect.js';
 import type { QualifiedName } from './identifiers.js';
-import type { Statement } from './sql.js';
+import type { Statement, Statements } from './sql.js';
 
 /** What `counts()` reports, straight from the database. */
 export interface CountFigures {
@@ -58,7 +58,7 @@ export interface PartitionRow {
   readonly owner: string | null;
   readonly epoch: number | null;
   readonly leaseUntil: Date | null;
-  /** The lease has not expired (by the database's clock on Postgres, the process's on SQLite). */
+  /** The lease has not expired (by the database's clock on Postgres and MySQL, the process's on SQLite). */
   readonly leased: boolean;
   /** Pending messages of the partition. */
   readonly backlog: number;
@@ -112,9 +112,9 @@ export interface DialectAdministration {
     ids: readonly number[] | undefined,
     parkDead: boolean,
     now: number,
-  ): Statement<number>;
+  ): Statements<number>;
   /** Removes messages; how many. */
-  discard(table: QualifiedName, outbox: string, ids: readonly number[]): Statement<number>;
+  discard(table: QualifiedName, outbox: string, ids: readonly number[]): Statements<number>;
   /** Releases held messages whose group no longer has a blocking head (after an admin change). */
   releaseOrphanedHolds(table: QualifiedName, outbox: string, parkDead: boolean): Statement<void>;
   /**

@@ -7,7 +7,7 @@ import type { DialectAdministration } from './dialect-admin.js';
 import type { QualifiedName } from './identifiers.js';
 import type { InboxDialect } from './inbox/dialect.js';
 import type { Ordering } from './options.js';
-import type { Batch, SqlQuery, Statement, StatusValue } from './sql.js';
+import type { Batch, SqlQuery, Statement, Statements, StatusValue } from './sql.js';
 
 export type {
   BlockedHead,
@@ -23,7 +23,7 @@ export type {
 export interface DialectCapabilities {
   /** LISTEN/NOTIFY wake-ups. */
   readonly notifications: boolean;
-  /** Transaction-scoped advisory locks for `serializeWrites`. */
+  /** Transaction-scoped locks per group key for `serializeWrites` (Postgres: advisory; MySQL: rows). */
   readonly advisoryLocks: boolean;
   /** Several writers at once: false means writes are serialised already (SQLite). */
   readonly concurrentWriters: boolean;
@@ -263,15 +263,15 @@ export interface TallyDrift {
  * for the engine, and nothing else reads the columns it names.
  */
 export interface Dialect extends DialectAdministration {
-  readonly name: 'postgres' | 'sqlite';
+  readonly name: 'postgres' | 'sqlite' | 'mysql';
   readonly capabilities: DialectCapabilities;
   /** DDL for a message table and its companions, in order; idempotent. */
   schema(table: QualifiedName): string[];
   readonly inbox: InboxDialect; // the inbox's table and statements (core/inbox)
   /** Statements that make concurrent `migrate()` calls wait for each other, run first in the migration transaction. */
   migrationLock(): SqlQuery[];
-  /** The ids of the inserted rows, ascending (the order of `rows`). */
-  insert(table: QualifiedName, rows: readonly InsertRow[], options: InsertOptions): Statement<number[]>;
+  /** The ids of the inserted rows, ascending (the order of `rows`); a batch runs statement by statement. */
+  insert(table: QualifiedName, rows: readonly InsertRow[], options: InsertOptions): Statements<number[]>;
   poll(table: QualifiedName, params: PollParams): Statement<PollResult>;
   /**
    * Where polls keep a cursor ({@link DialectCapabilities.pollCursor}): counts a rewind on every
@@ -287,7 +287,7 @@ export interface Dialect extends DialectAdministration {
     ids: readonly number[],
     groups: readonly string[],
     parkDead: boolean,
-  ): Statement<number[]>;
+  ): Statements<number[]>;
   /** The earliest retry time of a partition, to sleep no longer than needed. */
   nextRetryAt(table: QualifiedName, outbox: string, partition: number): Statement<NextRetry>;
   /**
@@ -309,9 +309,9 @@ export interface Dialect extends DialectAdministration {
     poll: PollParams,
   ): Statement<AcknowledgedPoll>;
   /** The new lease's epoch, or `undefined` when another live owner holds the partition. */
-  acquireLease(table: QualifiedName, params: AcquireParams): Statement<number | undefined>;
+  acquireLease(table: QualifiedName, params: AcquireParams): Statements<number | undefined>;
   /** False when the lease was lost. */
-  renewLease(table: QualifiedName, lease: LeaseToken, ttl: number, now: number): Statement<boolean>;
+  renewLease(table: QualifiedName, lease: LeaseToken, ttl: number, now: number): Statements<boolean>;
   releaseLease(table: QualifiedName, lease: LeaseToken): Statement<void>;
   /** Heartbeat of a relaying node, and what it sees of the others. */
   heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: number, now: number): Batch<Heartbeat>;
@@ -324,8 +324,8 @@ export interface Dialect extends DialectAdministration {
    * `undefined` when not due.
    */
   tallies?: {
-    compact(table: QualifiedName, outbox: string): Statement<void>;
-    recount(table: QualifiedName, outbox: string, everyMs: number): Statement<TallyDrift | undefined>;
+    compact(table: QualifiedName, outbox: string): Statements<void>;
+    recount(table: QualifiedName, outbox: string, everyMs: number): Statements<TallyDrift | undefined>;
   };
   /** The recorded configuration of an outbox, or `undefined`. */
   readConfiguration(table: QualifiedName, outbox: string): Statement<RecordedConfiguration | undefined>;

@@ -54,12 +54,19 @@ export function companion(table: QualifiedName, suffix: string): QualifiedName {
 }
 
 /**
- * `"schema"."name"`. Both parts are checked again here, whatever built the name: this is the one
- * place a name becomes SQL text, so a name that skipped {@link parseTableName} still cannot carry SQL.
+ * `"schema"."name"` (with backticks for MySQL: `quote`). Both parts are checked again here,
+ * whatever built the name: this is the one place a name becomes SQL text, so a name that skipped
+ * {@link parseTableName} still cannot carry SQL.
  */
-export function quoteName(table: QualifiedName): string {
+export function quoteName(table: QualifiedName, quote: '"' | '`' = '"'): string {
   const { schema, name } = checkedName(table);
-  return schema === undefined ? `"${name}"` : `"${schema}"."${name}"`;
+  const q = (part: string) => `${quote}${part}${quote}`;
+  return schema === undefined ? q(name) : `${q(schema)}.${q(name)}`;
+}
+
+/** `` `schema`.`name` ``: MySQL quotes names with backticks (double quotes only with ANSI_QUOTES). */
+export function quoteMysqlName(table: QualifiedName): string {
+  return quoteName(table, '`');
 }
 
 /** The name itself, once both parts are checked: for DDL that quotes the parts separately. */

@@ -105,9 +105,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       this.settings.nodeId ?? `${this.settings.name}:${randomUUID()}`,
     );
     const shared = this.instance as Instance<unknown, boolean>;
-    this.publisher = new Publisher(this.instance, options.publishHeaders);
     this.administration = new Administration(shared);
     this.relaying = new RelayingNode(shared, (outbox) => this.administration.prune(outbox));
+    this.publisher = new Publisher(this.instance, options.publishHeaders, (partitions) =>
+      this.relaying.published(partitions),
+    );
     const inboxes = resolveInboxes(options.inboxes, this.settings.schema);
     this.inboxes = new Map(
       [...inboxes.values()].map((inbox) => [

@@ -13,6 +13,7 @@ import { checkBatchBytes, checkBatchLength } from './limits.js';
 import { NOTIFY_CHANNEL, notifyPayload } from './notifications.js';
 import { invalidOption, type ResolvedOutbox } from './options.js';
 import type { MaybePromise } from './database.js';
+import { queriesOf, readResults } from './sql.js';
 import { channels, emit } from './telemetry.js';
 
 /**
@@ -85,6 +86,8 @@ export class Publisher<Tx, Sync extends boolean> {
   constructor(
     private readonly instance: Instance<Tx, Sync>,
     private readonly publishHeaders: (() => Record<string, string> | undefined) | undefined,
+    /** Told the partitions each publish wrote, once its statements ran (in-process wake-ups). */
+    private readonly onPublished?: (partitions: Iterable<{ outbox: string; partition: number }>) => void,
   ) {
     this.flow = new Flow(instance.adapter.sync);
   }
@@ -118,13 +121,15 @@ export class Publisher<Tx, Sync extends boolean> {
             ),
           }
         : undefined;
-      const statement = dialect.insert(group.table, group.rows, { serialize: group.serialize, notify });
+      const work = dialect.insert(group.table, group.rows, { serialize: group.serialize, notify });
+      // A batch (MySQL) runs one statement after another in the caller's transaction.
+      const queries = queriesOf(work);
       return this.flow.map(
         this.flow.explained(
-          () => adapter.executeInTransaction(tx, statement),
+          () => this.flow.sequence(queries.map((query) => () => adapter.executeInTransaction(tx, query))),
           (error) => explainMissingSchema(dialect, group.table, error),
         ),
-        (rows) => statement.read(rows),
+        (results) => readResults(work, results),
       );
     });
     return this.flow.map(this.flow.sequence(steps), (results) => {
@@ -132,6 +137,7 @@ export class Publisher<Tx, Sync extends boolean> {
       groups.forEach((group, g) =>
         group.positions.forEach((position, i) => (ids[position] = results[g]![i]!)),
       );
+      this.onPublished?.(groups.flatMap((group) => group.rows));
       emit(channels.publish, () => ({
         instance: settings.name,
         outboxes: [...new Set(inputs.map((i) => i.outbox))],

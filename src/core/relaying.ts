@@ -8,6 +8,7 @@ import { OutboxCoordinator } from './coordinator.js';
 import type { Listener } from './database.js';
 import { describeError, OutboxerError } from './errors.js';
 import type { Instance } from './instance.js';
+import { LocalWakeUps } from './local-wakeups.js';
 import { NOTIFY_CHANNEL } from './notifications.js';
 import type { ResolvedOutbox } from './options.js';
 import type { Relay } from './relay.js';
@@ -20,6 +21,10 @@ export class RelayingNode {
   private state: 'idle' | 'starting' | 'running' | 'stopping' = 'idle';
   private destinationsStarting: Promise<void> | undefined;
   private readonly destinationsStarted = new Set<Relay>();
+  /** Wakes this node's own workers after its publishes, where the database cannot notify. */
+  private readonly localWakeUps = new LocalWakeUps((outbox, partition) =>
+    this.coordinators.get(outbox)?.wake(partition),
+  );
 
   constructor(
     private readonly instance: Instance<unknown, boolean>,
@@ -114,12 +119,23 @@ export class RelayingNode {
   }
 
   /**
+   * What a publish of this instance wrote (outbox, partition), once its statements ran: on a
+   * database without notifications, a running node wakes its own workers of those partitions
+   * (see local-wakeups.ts). Does nothing otherwise.
+   */
+  published(partitions: Iterable<{ readonly outbox: string; readonly partition: number }>): void {
+    if (this.state !== 'running' || this.instance.adapter.dialect.capabilities.notifications) return;
+    this.localWakeUps.published(partitions);
+  }
+
+  /**
    * Stops gracefully: every batch in flight is finished and settled (or, past `shutdownTimeout`,
    * abandoned unacknowledged), partitions are handed back, relays disconnected.
    */
   async stop(): Promise<void> {
     if (this.state === 'idle' || this.state === 'stopping') return;
     this.state = 'stopping';
+    this.localWakeUps.clear();
     // Every step is bounded: with the database or a broker hanging, stop() still returns (the
     // leases then lapse by themselves after leaseTimeout).
     const { shutdownTimeout } = this.instance.settings;

@@ -35,6 +35,28 @@ export type Batch<R> = readonly SqlQuery[] & {
   read(results: readonly (readonly Row[])[]): R;
 };
 
+/**
+ * One statement, or several run in one transaction where a database needs more than one for the
+ * same work (MySQL has no `RETURNING` on UPDATE and no data-modifying CTEs, so it changes rows and
+ * reads what it changed in statements of their own). Run it with `run` (database.ts).
+ */
+export type Statements<R> = Statement<R> | Batch<R>;
+
+/** True when `work` is a {@link Batch}: several statements run in one transaction. */
+export function isBatch<R>(work: Statements<R>): work is Batch<R> {
+  return Array.isArray(work);
+}
+
+/** The queries of a statement or a batch, in order. */
+export function queriesOf(work: Statements<unknown>): readonly SqlQuery[] {
+  return isBatch(work) ? work : [work];
+}
+
+/** Reads the rows of `work`'s queries, `results` holding one array per query in order. */
+export function readResults<R>(work: Statements<R>, results: readonly (readonly Row[])[]): R {
+  return isBatch(work) ? work.read(results) : work.read(results[0] ?? []);
+}
+
 /** Pairs a query with its reader. */
 export function statement<R>(query: SqlQuery, read: (rows: readonly Row[]) => R): Statement<R> {
   return { ...query, read };

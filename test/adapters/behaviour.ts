@@ -22,7 +22,7 @@ import {
   type OutboxOptions,
   type SqlQuery,
 } from 'outboxer';
-import { DATABASE_URL, postgresFixture } from '../support/databases.js';
+import { DATABASE_URL, mariadbFixture, postgresFixture } from '../support/databases.js';
 import { sleep, waitUntil } from '../support/random.js';
 
 /** Where the harness opens its library: a Postgres schema (set it as the search path) or a SQLite file. */
@@ -33,7 +33,9 @@ export type Target =
       readonly schema: string;
       readonly urlWithSchema: string;
     }
-  | { readonly kind: 'sqlite'; readonly file: string };
+  | { readonly kind: 'sqlite'; readonly file: string }
+  /** A fresh MariaDB database (`url` names it). */
+  | { readonly kind: 'mysql'; readonly url: string; readonly database: string };
 
 /** The library opened on the target, and an adapter over it. */
 export interface Opened<Tx> {
@@ -52,7 +54,7 @@ export interface Opened<Tx> {
 
 export interface AdapterHarness<Tx> {
   readonly name: string;
-  readonly dialect: 'postgres' | 'sqlite';
+  readonly dialect: 'postgres' | 'sqlite' | 'mysql';
   /** True when publish returns the id synchronously (better-sqlite3, Drizzle on better-sqlite3). */
   readonly sync: boolean;
   open(target: Target): Promise<Opened<Tx>>;
@@ -114,6 +116,14 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
         raw = {
           count: async (t) =>
             Number((await fixture.query(`SELECT count(*)::int AS n FROM "${schema}"."${t}"`))[0]!.n),
+          query: (text, values) => fixture.query(text, values),
+          close: () => fixture.close(),
+        };
+      } else if (harness.dialect === 'mysql') {
+        const fixture = await mariadbFixture(4);
+        target = { kind: 'mysql', url: fixture.url, database: fixture.schema };
+        raw = {
+          count: async (t) => Number((await fixture.query(`SELECT count(*) AS n FROM "${t}"`))[0]!.n),
           query: (text, values) => fixture.query(text, values),
           close: () => fixture.close(),
         };
@@ -232,7 +242,13 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
         { outbox: 'events', payload: null, groupKey: 'c' },
       ];
       const ids = await opened.transaction((tx) => outboxer.publishMany(tx, inputs));
-      expect(statements).toHaveLength(1);
+      if (harness.dialect === 'mysql') {
+        // One INSERT of every message; beside it, statements that read the ids it drew and tally.
+        const name = outboxer.outbox('events').table.name;
+        expect(statements.filter((q) => q.text.startsWith(`INSERT INTO \`${name}\` (`))).toHaveLength(1);
+      } else {
+        expect(statements).toHaveLength(1);
+      }
       expect(ids).toHaveLength(inputs.length);
       expect([...ids].sort((x, y) => x - y)).toEqual(ids);
       await outboxer.drain();
@@ -362,6 +378,70 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
       }
       expect(await outboxer.counts('events')).toMatchObject({ pending: 0 });
     });
+
+    if (harness.dialect === 'mysql') {
+      test('serializeWrites: a second transaction publishing to the same group waits until the first commits', async () => {
+        const outboxer = await manual({ relay: functionRelay(async () => undefined), serializeWrites: true });
+        const group = `serial-${Math.random().toString(36).slice(2)}`;
+        const events: string[] = [];
+        let release!: () => void;
+        const gate = new Promise<void>((resolve) => (release = resolve));
+        let firstPublished!: () => void;
+        const published = new Promise<void>((resolve) => (firstPublished = resolve));
+        const first = opened.transaction(async (tx) => {
+          const id = await outboxer.publish(tx, 'events', { n: 1 }, { groupKey: group });
+          events.push('first published');
+          firstPublished();
+          await gate;
+          events.push('first commits');
+          return id;
+        });
+        await published;
+        const second = opened.transaction(async (tx) => {
+          const id = await outboxer.publish(tx, 'events', { n: 2 }, { groupKey: group });
+          events.push('second published');
+          return id;
+        });
+        // The second publisher's INSERT of the group's lock row waits (for the row lock the first
+        // transaction holds) with nothing else of the suite running.
+        await waitUntil(
+          async () =>
+            (await raw.query(`SELECT state, info FROM information_schema.PROCESSLIST`)).filter((row) =>
+              String(row.info).includes('_groups` (outbox, group_key)'),
+            ).length === 1,
+          10_000,
+          'the second publish to wait for the group lock row',
+        );
+        expect(events).toEqual(['first published']);
+        release();
+        const [firstId, secondId] = await Promise.all([first, second]);
+        expect(events).toEqual(['first published', 'first commits', 'second published']);
+        expect(secondId).toBeGreaterThan(firstId);
+      });
+    }
+
+    if (harness.dialect === 'mysql') {
+      test('without NOTIFY: a relay with a long poll interval picks up what its own instance published', async () => {
+        const arrivals: Array<{ id: number; at: number }> = [];
+        const relay = functionRelay(async (m: Envelope) => void arrivals.push({ id: m.id, at: Date.now() }));
+        const outboxer = new Outboxer({
+          database: opened.database,
+          outboxes: { events: { relay, table: table(), pollInterval: 60_000 } },
+        });
+        await outboxer.migrate();
+        await outboxer.start();
+        try {
+          const first = await opened.transaction((tx) => outboxer.publish(tx, 'events', { n: 1 }));
+          await waitUntil(() => arrivals.some((a) => a.id === first), 10_000, 'the first message');
+          await sleep(300); // the worker has found nothing more and sleeps for a minute
+          const second = await opened.transaction((tx) => outboxer.publish(tx, 'events', { n: 2 }));
+          // Woken in-process (a minute of polling interval would fail the wait).
+          await waitUntil(() => arrivals.some((a) => a.id === second), 10_000, 'the woken worker');
+        } finally {
+          await outboxer.stop();
+        }
+      });
+    }
 
     if (harness.dialect !== 'postgres') return;
 

@@ -1,14 +1,12 @@
 /**
- * Several instances against one real Postgres: lease fencing, partition spreading, NOTIFY wake-ups
- * and listener reconnects, serialised writes, publish-only instances, configuration agreement and
- * connection accounting.
+ * Several instances against one real Postgres: NOTIFY wake-ups and listener reconnects, serialised
+ * writes, publish-only instances, configuration agreement and connection accounting. Lease fencing
+ * and partition spreading run on every server database: partitions.test.ts.
  */
-import diagnostics from 'node:diagnostics_channel';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import {
   Outboxer,
-  PermanentError,
   functionRelay,
   hashGroupKey,
   type DeliveryContext,
@@ -52,119 +50,6 @@ async function notificationsFrom(name: string) {
   await client.query('LISTEN outboxer');
   return { payloads, client };
 }
-
-function listen(channel: string) {
-  const events: Record<string, unknown>[] = [];
-  const listener = (message: unknown) => events.push(message as Record<string, unknown>);
-  diagnostics.subscribe(channel, listener);
-  return { events, stop: () => diagnostics.unsubscribe(channel, listener) };
-}
-
-describe('one worker per partition across instances', () => {
-  test('a paused worker that lost its partition cannot acknowledge or dead-letter anything', async () => {
-    const table = newTable();
-    const lost = listen('outboxer:lease:lost');
-    let release!: () => void;
-    const gate = new Promise<void>((resolve) => (release = resolve));
-    let stalledBatch: number[] = [];
-    // A: takes the batch, hangs past its deliveryTimeout, then claims every message failed for good.
-    const a = instance(table, {
-      maxAttempts: 1,
-      deliveryTimeout: 100,
-      relay: functionRelay(async (m: Envelope) => {
-        stalledBatch.push(m.id);
-        await gate;
-        throw new PermanentError('A thinks this is poison');
-      }),
-    });
-    const delivered: number[] = [];
-    const b = instance(table, {
-      maxAttempts: 1,
-      deliveryTimeout: 100,
-      relay: functionRelay(async (m: Envelope) => void delivered.push(m.id)),
-    });
-    try {
-      await a.migrate();
-      const ids = await publishInTransaction(
-        fixture,
-        a,
-        [1, 2, 3].map((n) => ({ outbox: 'events', payload: n, groupKey: 'g' })),
-      );
-      await a.start();
-      await waitUntil(() => stalledBatch.length > 0, 10_000, 'A to take the batch');
-      stalledBatch = [...ids];
-      await b.start();
-      // A stopped renewing after deliveryTimeout; its lease lapses and B takes the partition.
-      await waitUntil(() => delivered.length === 3, 10_000, 'B to deliver');
-      expect(delivered).toEqual(ids);
-      release(); // A wakes up and tries to dead-letter the whole batch
-      await waitUntil(() => lost.events.length > 0, 10_000, 'A to notice');
-      expect(lost.events[0]).toMatchObject({ outbox: 'events', partition: 0 });
-      const counts = await b.counts('events');
-      expect(counts).toMatchObject({ pending: 0, dead: 0 });
-    } finally {
-      release();
-      lost.stop();
-      await Promise.all([a.stop(), b.stop()]);
-    }
-  });
-
-  test('an idle worker keeps its lease although pollInterval is longer than the lease', async () => {
-    const table = newTable();
-    const lost = listen('outboxer:lease:lost');
-    const node = instance(table, { pollInterval: 60_000, relay: functionRelay(async () => undefined) });
-    try {
-      await node.migrate();
-      await node.start();
-      const lease = async () =>
-        (await fixture.query(`SELECT owner, epoch, lease_until > now() AS live FROM ${table}_leases`))[0];
-      await waitUntil(async () => (await lease()) !== undefined, 5_000, 'the lease');
-      const first = await lease();
-      // Five lease periods (600 ms each) without a message: the lease is renewed, never lapses.
-      for (let i = 0; i < 10; i += 1) {
-        await sleep(300);
-        expect(await lease()).toEqual({ ...first, live: true });
-      }
-      expect(lost.events).toEqual([]);
-    } finally {
-      lost.stop();
-      await node.stop();
-    }
-  });
-
-  test('partitions spread across live instances, and move to the survivors when one stops', async () => {
-    const table = newTable();
-    const relay = functionRelay(async () => undefined);
-    const nodes = [0, 1, 2].map(() => instance(table, { relay, partitions: 6 }));
-    const owners = async () =>
-      (await fixture.query(
-        `SELECT owner, count(*)::int AS n FROM ${table}_leases WHERE lease_until > now() GROUP BY owner`,
-      )) as Array<{ owner: string; n: number }>;
-    try {
-      await nodes[0]!.migrate();
-      for (const node of nodes) await node.start();
-      await waitUntil(
-        async () => {
-          const rows = await owners();
-          return rows.length === 3 && rows.every((r) => r.n === 2);
-        },
-        15_000,
-        'two partitions per node',
-      );
-      await nodes[2]!.stop();
-      await waitUntil(
-        async () => {
-          const rows = await owners();
-          return rows.length === 2 && rows.reduce((sum, r) => sum + r.n, 0) === 6;
-        },
-        15_000,
-        'the survivors to take every partition',
-      );
-    } finally {
-      await Promise.all(nodes.map((n) => n.stop()));
-    }
-  });
-});
 
 describe('NOTIFY', () => {
   test('wakes the owning worker at commit, long before pollInterval', async () => {

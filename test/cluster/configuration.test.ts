@@ -77,7 +77,7 @@ describe.each(engineFixtures)('configuration agreement on $name', ({ make }) => 
       wide,
       Array.from({ length: 40 }, (_, i) => ({ outbox: 'events', payload: i, groupKey: `g${i}` })),
     );
-    const [row] = await fixture.query(`SELECT count(*) AS n FROM ${table} WHERE partition >= 2`);
+    const [row] = await fixture.query(`SELECT count(*) AS n FROM "${table}" WHERE "partition" >= 2`);
     const expected = Number(row!.n);
     expect(expected).toBeGreaterThan(0);
     expect((await wide.counts('events')).orphaned).toBe(expected);

@@ -8,8 +8,16 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
 import { Outboxer, type Dialect } from 'outboxer';
 import { sqliteDialect } from 'outboxer/better-sqlite3';
+import { mysqlDialect } from 'outboxer/mysql2';
 import { postgresDialect } from 'outboxer/pg';
-import { postgresFixture, publishInTransaction, sqliteFixture, type Fixture } from '../support/databases.js';
+import { run } from '../../src/core/database.js';
+import {
+  mariadbFixture,
+  postgresFixture,
+  publishInTransaction,
+  sqliteFixture,
+  type Fixture,
+} from '../support/databases.js';
 import { sleep } from '../support/random.js';
 
 type SettleParams = Parameters<Dialect['settle']>[1];
@@ -21,6 +29,7 @@ const outbox = 'fenced';
 const cases: Array<{ name: string; make: () => Promise<Fixture>; dialect: Dialect }> = [
   { name: 'postgres', make: () => postgresFixture(), dialect: postgresDialect },
   { name: 'sqlite', make: async () => sqliteFixture(), dialect: sqliteDialect },
+  { name: 'mariadb', make: () => mariadbFixture(), dialect: mysqlDialect },
 ];
 
 describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect }) => {
@@ -41,10 +50,11 @@ describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect 
     await outboxer.migrate();
     // The old owner's lease runs out and the new owner takes the partition (epoch 2).
     const acquire = async (owner: string, ttl: number) => {
-      const [row] = await fixture.database.execute(
+      const epoch = await run(
+        fixture.database,
         dialect.acquireLease(table, { outbox, partition: 0, owner, ttl, now: Date.now() }),
       );
-      return { outbox, partition: 0, owner, epoch: Number(row!.epoch) };
+      return { outbox, partition: 0, owner, epoch: epoch! };
     };
     stale = await acquire('old', 1);
     await sleep(50);
@@ -61,7 +71,8 @@ describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect 
       ['a1', 'a2', 'b1', 'c1'].map((p) => ({ outbox, payload: p, groupKey: p[0]! })),
     );
     // The new owner failed the first three once: they wait for their retry, an hour away.
-    const [renewed] = await fixture.database.executeAtomically(
+    const renewed = await run(
+      fixture.database,
       dialect.settle(
         table,
         settleParams(current, {
@@ -71,7 +82,7 @@ describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect 
         }),
       ),
     );
-    expect(renewed).toHaveLength(1);
+    expect(renewed.leaseHeld).toBe(true);
   });
 
   afterAll(() => fixture.close());
@@ -95,14 +106,14 @@ describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect 
       `SELECT id, status, attempts, last_error, next_attempt_at, failing_since FROM fenced ORDER BY id`,
     );
 
-  /** Runs a settle as the worker does; returns the lease row the first statement found, if any. */
-  async function settleAs(params: SettleParams) {
+  /** Runs a settle as the worker does; whether it found the lease still its own. */
+  async function settleAs(params: SettleParams): Promise<boolean> {
     const statements = dialect.settle(table, params);
     const results =
       statements.length === 1
         ? [await fixture.database.execute(statements[0]!)]
         : await fixture.database.executeAtomically(statements);
-    return results[0]!;
+    return statements.read(results).leaseHeld;
   }
 
   const strangers = () => [
@@ -161,7 +172,7 @@ describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect 
     for (const { label, lease } of strangers()) {
       const before = await rows();
       const found = await settleAs(settleParams(lease, change()));
-      expect(found, label).toEqual([]);
+      expect(found, label).toBe(false);
       expect(await rows(), label).toEqual(before);
     }
   });
@@ -170,15 +181,14 @@ describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect 
     const [behind] = await publishInTransaction(fixture, outboxer, [
       { outbox, payload: 'a3', groupKey: 'a' },
     ]);
-    const hold = (lease: Lease) =>
-      fixture.database.execute(dialect.hold(table, lease, [behind!], ['a'], false));
+    const hold = (lease: Lease) => run(fixture.database, dialect.hold(table, lease, [behind!], ['a'], false));
     for (const { label, lease } of strangers()) {
       expect(await hold(lease), label).toEqual([]);
     }
     const status = async () =>
       Number((await fixture.query(`SELECT status FROM fenced WHERE id = ${behind}`))[0]!.status);
     expect(await status()).toBe(0);
-    expect((await hold(current)).map((row) => Number(row.id))).toEqual([behind]);
+    expect(await hold(current)).toEqual([behind]);
     expect(await status()).toBe(2);
   });
 
@@ -189,7 +199,7 @@ describe.each(cases)('settle on $name is fenced on the lease', ({ make, dialect 
         failed: [{ id: ids[3]!, error: 'new owner: poison', dead: true, delay: 0 }],
       }),
     );
-    expect(found).toHaveLength(1);
+    expect(found).toBe(true);
     const after = await rows();
     expect(after.slice(0, 3)).toEqual(before.slice(0, 3));
     expect(after[3]).toMatchObject({ id: before[3]!.id, last_error: 'new owner: poison' });

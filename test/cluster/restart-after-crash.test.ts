@@ -32,6 +32,12 @@ async function leaveLease(fixture: EngineFixture, table: string, owner: string, 
       `INSERT INTO ${table}_leases (outbox, partition, owner, epoch, lease_until) VALUES ('orders', 0, ?, 1, ?)`,
       [owner, Date.now() + left],
     );
+  } else if (fixture.kind === 'mysql') {
+    // Unix milliseconds of the server's clock, as the dialect writes them.
+    await fixture.query(
+      `INSERT INTO ${table}_leases (outbox, "partition", owner, epoch, lease_until) VALUES ('orders', 0, ?, 1, TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + ?)`,
+      [owner, left],
+    );
   } else {
     await fixture.query(
       `INSERT INTO ${table}_leases (outbox, partition, owner, epoch, lease_until) VALUES ('orders', 0, $1, 1, now() + $2 * interval '1 millisecond')`,

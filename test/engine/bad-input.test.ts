@@ -147,6 +147,13 @@ describe.each(fixtures)('bad messages on $name', ({ make }) => {
         await expectCode(() => {
           throw thrown;
         }, code);
+      } else if (fixture.kind === 'mysql') {
+        await fixture.transaction(async (tx) => {
+          await tx.query('INSERT INTO business (id) VALUES (?)', [id]);
+          const [outbox, payload, options] = args();
+          await expectCode(() => outboxer.publish(tx as never, outbox, payload, options), code);
+          await tx.query('SELECT 1');
+        });
       } else {
         await fixture.transaction(async (tx) => {
           await tx.query('INSERT INTO business (id) VALUES ($1)', [id]);
@@ -163,12 +170,17 @@ describe.each(fixtures)('bad messages on $name', ({ make }) => {
 
   test('a payload and group key with NUL characters and unicode', async () => {
     const fixture = current();
-    const key = fixture.kind === 'sqlite' ? 'ключ\u0000🔑' : 'ключ🔑';
+    // SQLite and MySQL keep NUL in text; Postgres refuses it.
+    const key = fixture.kind === 'postgres' ? 'ключ🔑' : 'ключ\u0000🔑';
     const payload = { text: 'nul \u0000 here, emoji 🎉, rtl \u202e' };
     if (fixture.kind === 'sqlite') {
       fixture.db.transaction(() =>
         outboxer.publish(fixture.db as never, 'orders', payload, { groupKey: key }),
       )();
+    } else if (fixture.kind === 'mysql') {
+      await fixture.transaction(
+        (tx) => outboxer.publish(tx as never, 'orders', payload, { groupKey: key }) as Promise<number>,
+      );
     } else {
       await fixture.transaction(
         (tx) => outboxer.publish(tx as never, 'orders', payload, { groupKey: key }) as Promise<number>,
@@ -192,6 +204,21 @@ describe.each(fixtures)('bad messages on $name', ({ make }) => {
     const fixture = current();
     if (fixture.kind === 'sqlite') {
       await expectCode(() => outboxer.publish(fixture.db as never, 'orders', {}), 'NOT_IN_TRANSACTION');
+    } else if (fixture.kind === 'mysql') {
+      await expectCode(
+        () => outboxer.publish(fixture.pool as never, 'orders', {}),
+        'NOT_IN_TRANSACTION',
+        /Pool/,
+      );
+      const connection = await fixture.pool.getConnection();
+      try {
+        // Autocommit, no transaction open: refused before anything is written.
+        await expect(
+          outboxer.publish(connection as never, 'orders', {}) as Promise<number>,
+        ).rejects.toMatchObject({ code: 'NOT_IN_TRANSACTION' });
+      } finally {
+        connection.release();
+      }
     } else {
       await expectCode(
         () => outboxer.publish(fixture.pool as never, 'orders', {}),

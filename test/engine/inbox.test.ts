@@ -5,12 +5,17 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import type Database from 'better-sqlite3';
-import type pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, isOutboxerError, type InboxMessage, type InboxOutcome } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { betterSqlite3 } from 'outboxer/better-sqlite3';
-import { fixtures, postgresFixture, sqliteFixture, type Fixture } from '../support/databases.js';
+import {
+  fixtures,
+  mariadbFixture,
+  postgresFixture,
+  sqliteFixture,
+  type Fixture,
+} from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 
 type AnyOutboxer = Outboxer<never, boolean>;
@@ -45,10 +50,15 @@ async function receive(
         if (options.rollback) throw rollback;
       });
     } else {
-      await fixture.transaction(async (client: pg.PoolClient) => {
+      // pg's client and mysql2's connection both take query(text, values).
+      const transaction = fixture.transaction as (
+        fn: (client: { query(text: string, values: unknown[]): Promise<unknown> }) => Promise<void>,
+      ) => Promise<void>;
+      const insert = `INSERT INTO effects (effect) VALUES (${fixture.kind === 'mysql' ? '?' : '$1'})`;
+      await transaction(async (client) => {
         const handle = async () =>
           (outcome = await (inbox.handle(client as never, message, async () => {
-            await client.query('INSERT INTO effects (effect) VALUES ($1)', [effect]);
+            await client.query(insert, [effect]);
             if (options.fail) throw new Error('handler failed');
             return effect;
           }) as unknown as Promise<InboxOutcome<string>>));
@@ -284,6 +294,75 @@ describe('the inbox under concurrent redelivery on Postgres', () => {
       expect((await second).duplicate).toBe(true);
       expect(await fixture.query('SELECT effect FROM effects')).toEqual([{ effect: 'first' }]);
     } finally {
+      await fixture.close();
+    }
+  });
+});
+
+describe('the inbox under concurrent redelivery on MariaDB', () => {
+  test('two transactions handling the same message at once: the second waits, then sees a duplicate', async () => {
+    const fixture = await mariadbFixture();
+    let release!: () => void;
+    const released = new Promise<void>((resolve) => (release = resolve));
+    const transactions: Promise<unknown>[] = [];
+    try {
+      const outboxer = new Outboxer({ database: fixture.database, inboxes: { payments: {} } });
+      await outboxer.migrate();
+      await fixture.query('CREATE TABLE effects (effect TEXT NOT NULL)');
+      let firstRunning!: () => void;
+      const running = new Promise<void>((resolve) => (firstRunning = resolve));
+      const first = fixture.transaction(async (connection) =>
+        outboxer.inbox('payments').handle(connection as never, { id: 'evt-race' }, async () => {
+          await connection.query(`INSERT INTO effects VALUES ('first')`);
+          firstRunning();
+          await released;
+          return 'first';
+        }),
+      );
+      transactions.push(first);
+      await running;
+      const second = fixture.transaction(async (connection) =>
+        outboxer.inbox('payments').handle(connection as never, { id: 'evt-race' }, async () => {
+          await connection.query(`INSERT INTO effects VALUES ('second')`);
+          return 'second';
+        }),
+      );
+      transactions.push(second);
+      // The second transaction's INSERT waits on the first's uncommitted key (INNODB_TRX does not
+      // always list a transaction waiting on a duplicate-key check: the process list does).
+      await waitUntil(
+        async () =>
+          Number(
+            (
+              await fixture.query(
+                `SELECT COUNT(*) AS n FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND = 'Query' AND INFO LIKE 'INSERT INTO %outboxer_inbox%' AND TIME_MS > 200`,
+                [fixture.schema],
+              )
+            )[0]!.n,
+          ) === 1,
+        20_000,
+        'the second transaction waiting on the first',
+      ).catch(async (e) => {
+        console.log(
+          await fixture.query(
+            'SELECT t.trx_state, t.trx_mysql_thread_id, p.DB, p.STATE, p.INFO FROM information_schema.INNODB_TRX t LEFT JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id',
+          ),
+        );
+        console.log(
+          await fixture.query('SELECT ID, DB, STATE, INFO FROM information_schema.PROCESSLIST WHERE DB = ?', [
+            fixture.schema,
+          ]),
+        );
+        throw e;
+      });
+      release();
+      expect(await first).toEqual({ duplicate: false, value: 'first' });
+      expect((await second).duplicate).toBe(true);
+      expect(await fixture.query('SELECT effect FROM effects')).toEqual([{ effect: 'first' }]);
+    } finally {
+      // A failed wait must not leave the first transaction open: DROP DATABASE would wait for it.
+      release();
+      await Promise.allSettled(transactions);
       await fixture.close();
     }
   });

@@ -153,6 +153,12 @@ describe.each(engineFixtures)('pruning on $name', ({ name, make }) => {
       100,
       Date.now(),
     );
+    if (fixture.kind === 'mysql') {
+      // The first statement locks the rows and keeps their ids; the others reach them by id.
+      const select = statement!.text.replace(/^SET @\w+ = /, '');
+      const plan = await fixture.query(`EXPLAIN ${select}`, [...statement!.values]);
+      return plan.filter((row) => row.table === table).map((row) => `${String(row.type)} ${String(row.key)}`);
+    }
     if (fixture.kind === 'sqlite') {
       const plan = await fixture.query(`EXPLAIN QUERY PLAN ${statement!.text}`, [...statement!.values]);
       // The scans that find rows; the delete then removes those it found, by id (`rowid=?`).
@@ -197,6 +203,13 @@ describe.each(engineFixtures)('pruning on $name', ({ name, make }) => {
         `INSERT INTO "${table}" (outbox, partition, payload, status, delivered_at)
          SELECT 'orders', 0, '{}', 4, now() - g * interval '1 millisecond' FROM generate_series(1, 20000) AS g`,
       );
+    } else if (fixture.kind === 'mysql') {
+      // MariaDB's sequence engine: seq_1_to_20000 holds the numbers 1 to 20,000.
+      await fixture.query(
+        `INSERT INTO "${table}" (outbox, "partition", payload, status, delivered_at, inserted_at)
+         SELECT 'orders', 0, '{}', 4, ? - seq, ? FROM seq_1_to_20000`,
+        [Date.now(), Date.now()],
+      );
     } else {
       await fixture.query(
         `INSERT INTO "${table}" (outbox, partition, payload, status, delivered_at)
@@ -205,7 +218,7 @@ describe.each(engineFixtures)('pruning on $name', ({ name, make }) => {
         [Date.now()],
       );
     }
-    await fixture.query(`ANALYZE "${table}"`);
+    await fixture.query(`ANALYZE ${fixture.kind === 'mysql' ? 'TABLE ' : ''}"${table}"`);
     const scans = await pruneScans(table);
     if (fixture.kind === 'postgres') {
       expect(scans).toHaveLength(1);
@@ -215,6 +228,8 @@ describe.each(engineFixtures)('pruning on $name', ({ name, make }) => {
         ),
       );
       expect(scans[0]).not.toMatch(/Filter/);
+    } else if (fixture.kind === 'mysql') {
+      expect(scans).toEqual([`range ${table}_delivered_at`]);
     } else {
       expect(scans).toEqual([
         `SEARCH ${table} USING COVERING INDEX ${table}_delivered_at (outbox=? AND delivered_at<?)`,
@@ -226,22 +241,26 @@ describe.each(engineFixtures)('pruning on $name', ({ name, make }) => {
     await outboxer.close();
   });
 
-  test("migrate() replaces the earlier (outbox, id) index of delivered rows with the range's", async () => {
-    const table = `prune_upgrade_${name}`;
-    const outboxer = await keepingOutboxer(table);
-    // A table migrated by an earlier version: its index of delivered rows was on (outbox, id).
-    await fixture.query(`DROP INDEX "${table}_delivered_at"`);
-    await fixture.query(`CREATE INDEX "${table}_delivered" ON "${table}" (outbox, id) WHERE status = 4`);
-    expect(await indexesOf(table)).toContain(`${table}_delivered`);
-    await outboxer.migrate();
-    const indexes = await indexesOf(table);
-    expect(indexes).toContain(`${table}_delivered_at`);
-    expect(indexes).not.toContain(`${table}_delivered`);
-    // And migrate() stays idempotent.
-    await outboxer.migrate();
-    expect(await indexesOf(table)).toEqual(indexes);
-    await outboxer.close();
-  });
+  // MySQL's tables never had the earlier index: their first version has the range's.
+  test.skipIf(name === 'mariadb')(
+    "migrate() replaces the earlier (outbox, id) index of delivered rows with the range's",
+    async () => {
+      const table = `prune_upgrade_${name}`;
+      const outboxer = await keepingOutboxer(table);
+      // A table migrated by an earlier version: its index of delivered rows was on (outbox, id).
+      await fixture.query(`DROP INDEX "${table}_delivered_at"`);
+      await fixture.query(`CREATE INDEX "${table}_delivered" ON "${table}" (outbox, id) WHERE status = 4`);
+      expect(await indexesOf(table)).toContain(`${table}_delivered`);
+      await outboxer.migrate();
+      const indexes = await indexesOf(table);
+      expect(indexes).toContain(`${table}_delivered_at`);
+      expect(indexes).not.toContain(`${table}_delivered`);
+      // And migrate() stays idempotent.
+      await outboxer.migrate();
+      expect(await indexesOf(table)).toEqual(indexes);
+      await outboxer.close();
+    },
+  );
 
   test('a running instance prunes by itself every pruneInterval', async () => {
     const table = `prune_timer_${name}`;

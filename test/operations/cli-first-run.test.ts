@@ -6,7 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay } from 'outboxer';
-import { DATABASE_URL, fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import {
+  DATABASE_URL,
+  postgresAndSqlite as fixtures,
+  publishInTransaction,
+  type PostgresOrSqliteFixture as Fixture,
+} from '../support/databases.js';
 import { cli, parse } from './cli-process.js';
 
 const HEADER = /^OUTBOX\s+PENDING\s+DELIVERED\s+DEAD\s+ORPHANED\s+OLDEST PENDING\s+RELAY SEEN$/;

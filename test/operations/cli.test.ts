@@ -6,7 +6,12 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay, type Envelope, type OutboxOptions } from 'outboxer';
-import { DATABASE_URL, fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+import {
+  DATABASE_URL,
+  postgresAndSqlite as fixtures,
+  publishInTransaction,
+  type PostgresOrSqliteFixture as Fixture,
+} from '../support/databases.js';
 import { cli, cliOnTerminal, parse } from './cli-process.js';
 
 describe.each(fixtures)('outboxer CLI on $name', ({ make }) => {

@@ -31,7 +31,10 @@ import {
   outboxerTracing,
   traceContextHeaders,
 } from '../../src/integrations/opentelemetry/index.js';
-import { fixtures, type Fixture } from '../support/databases.js';
+import {
+  postgresAndSqlite as fixtures,
+  type PostgresOrSqliteFixture as Fixture,
+} from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 import { knownOutboxes, produceKnownState, startReceiver } from './support.js';
 

@@ -8,7 +8,10 @@ import { afterAll, beforeAll, describe, expect, test, vi } from 'vitest';
 import { Outboxer, isOutboxerError } from 'outboxer';
 import { betterSqlite3 } from 'outboxer/better-sqlite3';
 import { registerOutboxerMetrics } from '../../src/integrations/prometheus/index.js';
-import { fixtures, type Fixture } from '../support/databases.js';
+import {
+  postgresAndSqlite as fixtures,
+  type PostgresOrSqliteFixture as Fixture,
+} from '../support/databases.js';
 import { knownOutboxes, produceKnownState } from './support.js';
 
 type Json = Awaited<ReturnType<Registry['getMetricsAsJSON']>>;

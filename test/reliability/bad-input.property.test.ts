@@ -20,7 +20,11 @@ import {
   type ErrorCode,
   type PublishInput,
 } from 'outboxer';
-import { fixtures, sqliteFixture, type Fixture } from '../support/databases.js';
+import {
+  postgresAndSqlite as fixtures,
+  sqliteFixture,
+  type PostgresOrSqliteFixture as Fixture,
+} from '../support/databases.js';
 import { codeOf, recordingAdapter } from './support.js';
 
 const MAX_PAYLOAD = 2048;

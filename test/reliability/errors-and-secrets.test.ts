@@ -11,7 +11,12 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { DeliveryError, Outboxer, PermanentError, functionRelay, type Logger } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { FaultProxy } from '../../chaos/fault-proxy.js';
-import { DATABASE_URL, fixtures, postgresFixture, type Fixture } from '../support/databases.js';
+import {
+  DATABASE_URL,
+  postgresAndSqlite as fixtures,
+  postgresFixture,
+  type PostgresOrSqliteFixture as Fixture,
+} from '../support/databases.js';
 import { sleep, waitUntil } from '../support/random.js';
 
 const RUNS = Number(process.env.PROPERTY_RUNS ?? 120);

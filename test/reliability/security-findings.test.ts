@@ -14,7 +14,12 @@ import { Outboxer, functionRelay, isOutboxerError, type ErrorCode, type PublishI
 import { postgresSchemaSql } from 'outboxer/pg';
 import { sqliteSchemaSql } from 'outboxer/better-sqlite3';
 import { webhookRelay } from 'outboxer/webhook';
-import { DATABASE_URL, fixtures, postgresFixture, type Fixture } from '../support/databases.js';
+import {
+  DATABASE_URL,
+  postgresAndSqlite as fixtures,
+  postgresFixture,
+  type PostgresOrSqliteFixture as Fixture,
+} from '../support/databases.js';
 import { startReceiver } from '../operations/support.js';
 
 const root = resolve(import.meta.dirname, '../..');

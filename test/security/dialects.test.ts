@@ -1,13 +1,14 @@
 /**
- * The dialects, exported as `postgresDialect` (outboxer/pg) and `sqliteDialect`
- * (outboxer/better-sqlite3), build every statement from a table name that did not necessarily go
- * through parseTableName: each method that takes one must refuse a hostile name itself
+ * The dialects, exported as `postgresDialect` (outboxer/pg), `sqliteDialect`
+ * (outboxer/better-sqlite3) and `mysqlDialect` (outboxer/mysql2), build every statement from a
+ * table name that did not necessarily go through parseTableName: each method that takes one must refuse a hostile name itself
  * (INVALID_IDENTIFIER, from quoteName/checkedName), and no value it is given may land in the text.
  * Every method is listed: a new one fails the completeness test until it is covered here.
  */
 import { describe, expect, test } from 'vitest';
 import type { Dialect, SqlQuery } from 'outboxer';
 import { sqliteDialect } from 'outboxer/better-sqlite3';
+import { mysqlDialect } from 'outboxer/mysql2';
 import { postgresDialect } from 'outboxer/pg';
 import { BIGINT_NAME, expectRefusal, hostileIdentifiers } from './support.js';
 
@@ -111,6 +112,7 @@ function values(result: ReturnType<(typeof CALLS)[string]>): unknown[] {
 describe.each([
   ['postgresDialect', postgresDialect],
   ['sqliteDialect', sqliteDialect],
+  ['mysqlDialect', mysqlDialect],
 ])('%s', (_name, dialect) => {
   test('every method is covered', () => {
     const methods = Object.entries(dialect)

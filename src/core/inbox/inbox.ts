@@ -7,7 +7,7 @@
  */
 import { run, type DatabaseAdapter, type MaybePromise } from '../database.js';
 import { explainMissingSchema, OutboxerError } from '../errors.js';
-import type { Row, SqlQuery } from '../sql.js';
+import { queriesOf, readResults, type Row, type SqlQuery } from '../sql.js';
 import { MAX_GROUP_KEY_BYTES } from '../encoding.js';
 import { channels, emit } from '../telemetry.js';
 import type { InboxRecord } from './dialect.js';
@@ -88,8 +88,11 @@ export class Inbox<Tx, Sync extends boolean> {
     execute(dialect.inbox.savepoint(savepoint));
     let recorded: boolean;
     try {
-      const statement = dialect.inbox.recordHandled(this.inbox.table, record, Date.now());
-      recorded = statement.read(execute(statement));
+      const work = dialect.inbox.recordHandled(this.inbox.table, record, Date.now());
+      recorded = readResults(
+        work,
+        queriesOf(work).map((query) => execute(query)),
+      );
     } catch (error) {
       this.undo(execute, savepoint);
       throw explainMissingSchema(dialect, this.inbox.table, error);
@@ -128,8 +131,11 @@ export class Inbox<Tx, Sync extends boolean> {
     await execute(dialect.inbox.savepoint(savepoint));
     let recorded: boolean;
     try {
-      const statement = dialect.inbox.recordHandled(this.inbox.table, record, Date.now());
-      recorded = statement.read(await execute(statement));
+      // A batch runs statement by statement, in order, inside the caller's transaction.
+      const work = dialect.inbox.recordHandled(this.inbox.table, record, Date.now());
+      const results: Row[][] = [];
+      for (const query of queriesOf(work)) results.push(await execute(query));
+      recorded = readResults(work, results);
     } catch (error) {
       await this.undoAsync(execute, savepoint);
       throw explainMissingSchema(dialect, this.inbox.table, error);

@@ -1,4 +1,5 @@
 import type { LeaseToken } from '../dialect.js';
+import { run } from '../database.js';
 import { LeaseLostError } from '../errors.js';
 import { channels, emit } from '../telemetry.js';
 import type { WorkerDeps } from './deps.js';
@@ -36,7 +37,7 @@ export class LeaseKeeper {
       this.deps.leaseTimeout,
       Date.now(),
     );
-    if (!statement.read(await adapter.execute(statement))) {
+    if (!(await run(adapter, statement))) {
       emit(channels.leaseLost, () => ({
         instance: this.deps.instance,
         outbox: outbox.name,
@@ -69,7 +70,7 @@ export function keepLeaseDuringDelivery(
     renewing = renewing.then(async () => {
       try {
         const statement = adapter.dialect.renewLease(outbox.table, lease, leaseTimeout, Date.now());
-        if (!statement.read(await adapter.execute(statement)))
+        if (!(await run(adapter, statement)))
           controller.abort(new LeaseLostError(outbox.name, lease.partition));
       } catch {
         // The database is unreachable: the settle will find out; the lease may run out meanwhile.

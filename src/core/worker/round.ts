@@ -1,4 +1,5 @@
 import type { LeaseToken, PollParams, PollResult, PolledEnvelope, PolledMessage } from '../dialect.js';
+import { run } from '../database.js';
 import { notifyPayload } from '../notifications.js';
 import { isAcknowledgeOnly, type Settlement } from '../settlement.js';
 import { Status } from '../sql.js';
@@ -208,7 +209,7 @@ async function hold(
     outbox.onDead === 'park',
   );
   // A row whose blocking head went away meanwhile stays ready: poll it again.
-  const heldIds = new Set(statement.read(await adapter.execute(statement)));
+  const heldIds = new Set(await run(adapter, statement));
   rewindBefore(
     cursor,
     blocked.filter((m) => !heldIds.has(m.id)),

@@ -26,6 +26,7 @@ export function prune(
   outbox: string,
   olderThanSeconds: number,
   limit: number,
+  _now?: number,
 ): Batch<number> {
   const { messages, tallies } = tables(table);
   const p = Parameters.numbered();

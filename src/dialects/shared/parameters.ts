@@ -3,7 +3,7 @@ import type { Row, SqlQuery, Statement } from '../../core/sql.js';
 /**
  * The one owner of a statement's placeholders: each value added gets the next placeholder, so text
  * and values cannot drift apart. Postgres numbers them (`$1`, `$2`…; keep the returned placeholder
- * to use a value twice), SQLite takes them in order (`?`; add a value again to use it twice).
+ * to use a value twice), SQLite and MySQL take them in order (`?`; add a value again to use it twice).
  * Build the text in one template literal, left to right, so that positional values line up.
  */
 export class Parameters {
@@ -16,7 +16,7 @@ export class Parameters {
     return new Parameters(true);
   }
 
-  /** `?` in order: SQLite. */
+  /** `?` in order: SQLite and MySQL. */
   static positional(): Parameters {
     return new Parameters(false);
   }
@@ -25,6 +25,14 @@ export class Parameters {
   add(value: unknown): string {
     this.values.push(value);
     return this.numbered ? `$${this.values.length}` : '?';
+  }
+
+  /**
+   * Adds each value and returns their placeholders separated by commas, for `IN (…)`; `NULL` for
+   * none, so that `IN (NULL)` matches nothing. (MySQL has no array parameters.)
+   */
+  list(values: readonly unknown[]): string {
+    return values.length === 0 ? 'NULL' : values.map((value) => this.add(value)).join(', ');
   }
 
   /** Adds a value as JSON text (arrays for `json_each`, `unnest` of a JSON array). */

@@ -1,0 +1,196 @@
+import type { AcquireParams, Heartbeat, LeaseToken, NodeRow, PartitionRow } from '../../core/dialect.js';
+import type { QualifiedName } from '../../core/identifiers.js';
+import { batch, unread, type Batch, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
+import { parseJsonColumn, readDate } from '../shared/columns.js';
+import { Parameters } from '../shared/parameters.js';
+import { NOW_MS, ownsLease, PARTITION } from './shared.js';
+import { tables } from './tables.js';
+
+/**
+ * Leases and nodes: who relays which partition, and which nodes relay at all.
+ *
+ * Locking: a lease is a row of `<table>_leases` per outbox and partition (its primary key).
+ * Acquiring, renewing and releasing it write that row, so they wait for each other on its row
+ * lock; a worker's settle renews it first, so a takeover waits until the settle's transaction ends,
+ * or the settle finds the lease gone and writes nothing. Every write of a worker is fenced on the
+ * lease's owner and epoch. With no `RETURNING`, acquiring and renewing are a write and a read of
+ * the row in one transaction: the read finds the row only if the write left it ours.
+ *
+ * Times are the server's clock at the statement's start (MySQL has no `clock_timestamp()` free of
+ * the session's time zone): a grant that waited for the row lock runs from before the wait, so a
+ * lease granted after a long wait is shorter by that wait; the fence keeps it safe.
+ */
+
+/** The new lease's epoch, or `undefined` when another live owner holds the partition. */
+export function acquireLease(table: QualifiedName, params: AcquireParams): Batch<number | undefined> {
+  const { leases } = tables(table);
+  const p = Parameters.positional();
+  // Free when expired or already ours. ON DUPLICATE KEY UPDATE assigns left to right, each
+  // assignment seeing the ones before: `epoch` and `owner` test the row as it was, and
+  // `lease_until` tests it after `owner` changed, which holds exactly when the others did.
+  const free = () => `(lease_until < ${NOW_MS} OR owner = ${p.add(params.owner)})`;
+  const upsert = `INSERT INTO ${leases} (outbox, ${PARTITION}, owner, epoch, lease_until)
+VALUES (${p.add(params.outbox)}, ${p.add(params.partition)}, ${p.add(params.owner)}, 1, ${NOW_MS} + ${p.add(params.ttl)})
+ON DUPLICATE KEY UPDATE
+  epoch = IF(${free()}, epoch + 1, epoch),
+  owner = IF(${free()}, ${p.add(params.owner)}, owner),
+  lease_until = IF(${free()}, ${NOW_MS} + ${p.add(params.ttl)}, lease_until)`;
+  const write = p.query(upsert);
+  const r = Parameters.positional();
+  const readBack = r.query(
+    `SELECT epoch FROM ${leases} WHERE outbox = ${r.add(params.outbox)} AND ${PARTITION} = ${r.add(params.partition)} AND owner = ${r.add(params.owner)}`,
+  );
+  return batch([write, readBack], (results) => {
+    const row = results[1]?.[0];
+    return row === undefined ? undefined : Number(row.epoch);
+  });
+}
+
+/** The renewal, also the first statement of a settle; {@link leaseRow} reads whether it held. */
+export function renewQuery(leases: string, lease: LeaseToken, ttl: number): SqlQuery {
+  const p = Parameters.positional();
+  return p.query(
+    `UPDATE ${leases} SET lease_until = ${NOW_MS} + ${p.add(ttl)} WHERE ${ownsLease(p, lease)}`,
+    true,
+  );
+}
+
+/**
+ * The lease row if it is still the token's, after the renewal in the same transaction: a
+ * renewal that matched holds the row's lock, so no one else can have changed it since.
+ */
+export function leaseRow(leases: string, lease: LeaseToken): SqlQuery {
+  const p = Parameters.positional();
+  return p.query(`SELECT epoch FROM ${leases} WHERE ${ownsLease(p, lease)}`, true);
+}
+
+/** False when the lease was lost. */
+export function renewLease(table: QualifiedName, lease: LeaseToken, ttl: number): Batch<boolean> {
+  const { leases } = tables(table);
+  return batch(
+    [renewQuery(leases, lease, ttl), leaseRow(leases, lease)],
+    (results) => (results[1]?.length ?? 0) > 0,
+  );
+}
+
+export function releaseLease(table: QualifiedName, lease: LeaseToken): Statement<void> {
+  const p = Parameters.positional();
+  return unread(p.query(`UPDATE ${tables(table).leases} SET lease_until = 0 WHERE ${ownsLease(p, lease)}`));
+}
+
+/**
+ * Counts live relaying nodes (this one included) and returns the live leases, so the engine can
+ * aim for its fair share of partitions. Nodes silent for ten lease periods are forgotten.
+ */
+export function heartbeat(
+  table: QualifiedName,
+  outbox: string,
+  nodeId: string,
+  ttl: number,
+): Batch<Heartbeat> {
+  const { nodes, leases } = tables(table);
+  const seen = Parameters.positional();
+  const forget = Parameters.positional();
+  const look = Parameters.positional();
+  return batch(
+    [
+      seen.query(
+        `INSERT INTO ${nodes} (outbox, node_id, last_seen) VALUES (${seen.add(outbox)}, ${seen.add(nodeId)}, ${NOW_MS}) ON DUPLICATE KEY UPDATE last_seen = ${NOW_MS}`,
+      ),
+      forget.query(
+        `DELETE FROM ${nodes} WHERE outbox = ${forget.add(outbox)} AND last_seen < ${NOW_MS} - 10 * ${forget.add(ttl)}`,
+      ),
+      look.query(
+        `SELECT (SELECT 1 + COUNT(*) FROM ${nodes} WHERE outbox = ${look.add(outbox)} AND node_id <> ${look.add(nodeId)} AND last_seen > ${NOW_MS} - ${look.add(ttl)}) AS live_nodes,
+  (SELECT JSON_ARRAYAGG(JSON_OBJECT('partition', ${PARTITION}, 'owner', owner, 'until', lease_until)) FROM ${leases} WHERE outbox = ${look.add(outbox)} AND lease_until >= ${NOW_MS}) AS leases`,
+      ),
+    ],
+    (results) => {
+      const row = results[results.length - 1]![0]!;
+      // Text on MariaDB; MySQL 8 returns a JSON column, which mysql2 parses.
+      const live = (parseJsonColumn(row.leases) ?? []) as Array<{
+        partition: unknown;
+        owner: unknown;
+        until: unknown;
+      }>;
+      return {
+        liveNodes: Math.max(1, Number(row.live_nodes)),
+        leases: live.map((l) => ({
+          partition: Number(l.partition),
+          owner: String(l.owner),
+          until: Number(l.until),
+        })),
+      };
+    },
+  );
+}
+
+export function removeNode(table: QualifiedName, outbox: string, nodeId: string): Statement<void> {
+  const p = Parameters.positional();
+  return unread(
+    p.query(
+      `DELETE FROM ${tables(table).nodes} WHERE outbox = ${p.add(outbox)} AND node_id = ${p.add(nodeId)}`,
+    ),
+  );
+}
+
+/**
+ * Each partition's lease row and backlog, for `partitions()`: the backlog sums the partition's
+ * tallies (a few rows each, see admin.ts `counts`), the leases are a primary-key range. Partitions
+ * 0 to `count - 1` are a JSON array of one parameter read by `JSON_TABLE` (a recursive CTE stops
+ * at `cte_max_recursion_depth`, 1000 by default, below the 1024 partitions an outbox may have).
+ * Reads only, takes no lock; `leased` is the server's clock, as leases are. A released lease
+ * (`lease_until` 0) reads as no expiry.
+ */
+export function partitions(table: QualifiedName, outbox: string, count: number): Statement<PartitionRow[]> {
+  const { leases, tallies } = tables(table);
+  const p = Parameters.positional();
+  const series = JSON.stringify(Array.from({ length: Math.max(0, count) }, (_, i) => i));
+  return p.statement(
+    `WITH backlog AS (SELECT ${PARTITION} AS part, SUM(pending) AS backlog FROM ${tallies} WHERE outbox = ${p.add(outbox)} GROUP BY ${PARTITION}),
+parts AS (SELECT part FROM JSON_TABLE(${p.add(series)}, '$[*]' COLUMNS (part INT PATH '$')) AS series
+  UNION SELECT part FROM backlog WHERE backlog <> 0
+  UNION SELECT ${PARTITION} FROM ${leases} WHERE outbox = ${p.add(outbox)})
+SELECT parts.part AS ${PARTITION}, l.owner, l.epoch, CASE WHEN l.lease_until > 0 THEN l.lease_until END AS lease_until,
+  COALESCE(l.lease_until >= ${NOW_MS}, 0) AS leased, COALESCE(b.backlog, 0) AS backlog
+FROM parts LEFT JOIN ${leases} l ON l.outbox = ${p.add(outbox)} AND l.${PARTITION} = parts.part LEFT JOIN backlog b ON b.part = parts.part
+ORDER BY parts.part`,
+    readPartitions,
+  );
+}
+
+/** The rows of `partitions` (`partition`, `owner`, `epoch`, `lease_until`, `leased`, `backlog`). */
+function readPartitions(rows: readonly Row[]): PartitionRow[] {
+  return rows.map((row) => ({
+    partition: Number(row.partition),
+    owner: row.owner === null || row.owner === undefined ? null : String(row.owner),
+    epoch: row.epoch === null || row.epoch === undefined ? null : Number(row.epoch),
+    leaseUntil: readDate(row.lease_until),
+    leased: Number(row.leased) === 1,
+    backlog: Number(row.backlog),
+  }));
+}
+
+/**
+ * The nodes of an outbox that are not yet forgotten, by node id (the nodes table's primary key);
+ * live: seen within `ttl` of the server's clock. With each, the partitions it holds a live lease
+ * on (the lease table's primary-key range), sorted by the reader: `JSON_ARRAYAGG` takes no ORDER BY
+ * on MySQL 8.
+ */
+export function nodes(table: QualifiedName, outbox: string, ttl: number): Statement<NodeRow[]> {
+  const { nodes, leases } = tables(table);
+  const p = Parameters.positional();
+  return p.statement(
+    `SELECT n.node_id, n.last_seen, n.last_seen > ${NOW_MS} - ${p.add(ttl)} AS live,
+  (SELECT JSON_ARRAYAGG(l.${PARTITION}) FROM ${leases} l WHERE l.outbox = n.outbox AND l.owner = n.node_id AND l.lease_until >= ${NOW_MS}) AS partitions
+FROM ${nodes} n WHERE n.outbox = ${p.add(outbox)} ORDER BY n.node_id`,
+    (rows) =>
+      rows.map((row) => ({
+        nodeId: String(row.node_id),
+        lastSeen: readDate(row.last_seen)!,
+        live: Number(row.live) === 1,
+        // Text on MariaDB; MySQL 8 returns a JSON column, which mysql2 parses.
+        partitions: ((parseJsonColumn(row.partitions) ?? []) as unknown[]).map(Number).sort((a, b) => a - b),
+      })),
+  );
+}

@@ -1,0 +1,87 @@
+import type { PollParams, PollResult } from '../../core/dialect.js';
+import type { QualifiedName } from '../../core/identifiers.js';
+import { Status, type Row, type Statement } from '../../core/sql.js';
+import { polledMessages } from '../shared/columns.js';
+import { Parameters } from '../shared/parameters.js';
+import { blockingStatus } from '../shared/statuses.js';
+import { COLUMNS, M_COLUMNS, NOW_MS, PARTITION } from './shared.js';
+import { tables } from './tables.js';
+
+/**
+ * Polling: the rows a worker delivers next.
+ *
+ * Locking: none. A poll is one autocommit SELECT, a consistent read on its own read view (InnoDB
+ * takes one per statement outside a transaction), so the retries, the ready rows and the blocking
+ * heads it probes are read at one moment. Writes that follow a poll (hold, settle) are fenced on
+ * the lease; the poll need not be.
+ *
+ * Order under concurrent writers: ids are drawn at insert, not at commit, so a transaction can
+ * commit a message below ids already delivered. MySQL reports no snapshot a poll could check that
+ * against (Postgres' `pg_current_snapshot()`), so the dialect keeps no cursor
+ * (`capabilities.pollCursor` false): every poll reads its partition's ready range from its first
+ * entry, and a message committed late is found by the next poll, before any message of its group
+ * published after that commit (a later id). Two transactions publishing to one group at the same
+ * time commit in either order; `serializeWrites` (publish.ts) makes the second wait for the first.
+ * The cost: a poll steps over the index entries of rows deleted since InnoDB's purge last ran
+ * (usually a batch or two; more while a long transaction holds the purge back).
+ */
+
+/** Retries due before this, Unix milliseconds: the server's clock unless the engine says otherwise. */
+function due(p: Parameters, params: PollParams): string {
+  if (params.dueBefore === 'infinity') return p.add(Number.MAX_SAFE_INTEGER);
+  return params.dueBefore === null ? NOW_MS : p.add(params.dueBefore.getTime());
+}
+
+export function poll(table: QualifiedName, params: PollParams): Statement<PollResult> {
+  const { messages } = tables(table);
+  const { lease } = params;
+  const p = Parameters.positional();
+  // No cursor and no publishers to watch: the engine orders the rows by id.
+  const read = (rows: readonly Row[]): PollResult => ({
+    messages: polledMessages(rows, lease.outbox),
+    start: undefined,
+    publishersQuiet: false,
+  });
+  if (params.ordering === 'total') {
+    // The lowest blocking message of the partition, from `_ready` (outbox, partition, status, id):
+    // one index probe per blocking status. While it waits for its retry (or is parked dead),
+    // nothing else of the outbox moves.
+    const head = () => {
+      const statuses = params.parkDead ? [Status.retry, Status.dead] : [Status.retry];
+      const probes = statuses.map(
+        (status) =>
+          `(SELECT MIN(id) AS id FROM ${messages} WHERE outbox = ${p.add(lease.outbox)} AND ${PARTITION} = ${p.add(lease.partition)} AND status = ${status})`,
+      );
+      return `(SELECT MIN(id) FROM (${probes.join(' UNION ALL ')}) AS heads)`;
+    };
+    return p.statement(
+      `SELECT ${COLUMNS}, 0 AS blocked FROM ${messages} WHERE id = ${head()} AND next_attempt_at <= ${due(p, params)}
+UNION ALL
+(SELECT ${COLUMNS}, 0 AS blocked FROM ${messages}
+  WHERE ${head()} IS NULL AND outbox = ${p.add(lease.outbox)} AND ${PARTITION} = ${p.add(lease.partition)} AND status = ${Status.ready} AND id > ${p.add(params.afterId)}
+  ORDER BY id LIMIT ${p.add(params.limit)})`,
+      read,
+      true,
+    );
+  }
+  // Ready messages of a group whose head waits for a retry (or is parked dead) are flagged
+  // `blocked`; the engine moves them to `held`, so later polls never step over them. The probe
+  // reads `_groups_status` (outbox, group_key, status) for one group key.
+  const blocked =
+    params.ordering === 'group'
+      ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blockingStatus(params.parkDead, 'h.status')}))`
+      : '0';
+  // Retries due from `_retry` (outbox, partition, status, next_attempt_at), then ready rows from
+  // `_ready` (outbox, partition, status, id), each a range of one index read in its order.
+  return p.statement(
+    `(SELECT ${M_COLUMNS}, 0 AS blocked FROM ${messages} m
+  WHERE m.outbox = ${p.add(lease.outbox)} AND m.${PARTITION} = ${p.add(lease.partition)} AND m.status = ${Status.retry} AND m.next_attempt_at <= ${due(p, params)}
+  ORDER BY m.next_attempt_at LIMIT ${p.add(params.limit)})
+UNION ALL
+(SELECT ${M_COLUMNS}, ${blocked} AS blocked FROM ${messages} m
+  WHERE m.outbox = ${p.add(lease.outbox)} AND m.${PARTITION} = ${p.add(lease.partition)} AND m.status = ${Status.ready} AND m.id > ${p.add(params.afterId)}
+  ORDER BY m.id LIMIT ${p.add(params.limit)})`,
+    read,
+    true,
+  );
+}
