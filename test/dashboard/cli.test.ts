@@ -6,7 +6,13 @@ import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay } from 'outboxer';
-import { DATABASE_URL, fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
+// The CLI connects to Postgres and SQLite URLs (MySQL URLs are not supported by it yet).
+import {
+  DATABASE_URL,
+  postgresAndSqlite as fixtures,
+  publishInTransaction,
+  type PostgresOrSqliteFixture as Fixture,
+} from '../support/databases.js';
 import { cli } from '../operations/cli-process.js';
 
 const root = resolve(import.meta.dirname, '../..');
