@@ -27,11 +27,11 @@ describe.each(fixtures.filter((f) => f.name !== 'sqlite'))(
 
     let tables = 0;
     const newTable = () => `partitions_${++tables}`;
-    function instance(table: string, options: OutboxOptions) {
+    function instance(table: string, options: OutboxOptions, leaseTimeout = 600) {
       return new Outboxer({
         database: fixture.database,
         outboxes: { events: { table, pollInterval: 20, backoff: { min: 10, max: 50 }, ...options } },
-        leaseTimeout: 600,
+        leaseTimeout,
       } as never) as Outboxer<never, false>;
     }
 
@@ -102,15 +102,21 @@ describe.each(fixtures.filter((f) => f.name !== 'sqlite'))(
     test('an idle worker keeps its lease although pollInterval is longer than the lease', async () => {
       const table = newTable();
       const lost = listen('outboxer:lease:lost');
-      const node = instance(table, { pollInterval: 60_000, relay: functionRelay(async () => undefined) });
+      // A 3 s lease, renewed every second: a renewal late by more than two seconds on a loaded
+      // machine would be needed to lapse it, which a 600 ms lease did not survive.
+      const node = instance(
+        table,
+        { pollInterval: 60_000, relay: functionRelay(async () => undefined) },
+        3_000,
+      );
       try {
         await node.migrate();
         await node.start();
         await waitUntil(async () => (await liveLeases(table)).length === 1, 5_000, 'the lease');
         const first = await liveLeases(table);
-        // Five lease periods (600 ms each) without a message: the lease is renewed, never lapses.
-        for (let i = 0; i < 10; i += 1) {
-          await sleep(300);
+        // Three lease periods without a message: the lease is renewed, never lapses.
+        for (let i = 0; i < 15; i += 1) {
+          await sleep(600);
           expect(await liveLeases(table)).toEqual(first);
         }
         expect(lost.events.filter((e) => e.outbox === 'events')).toEqual([]);
