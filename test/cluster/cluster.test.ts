@@ -349,14 +349,16 @@ describe('publish-only instances and connections', () => {
           // Kept and pruned, so that the pruner and the tallies' upkeep both run alongside.
           retention: { keep: 1 },
           pruneInterval: 20,
-          // 30 messages of 4 ms each outlast leaseTimeout / 3: the lease is renewed mid-delivery.
+          // 30 messages of 25 ms each outlast leaseTimeout / 3: the lease is renewed mid-delivery.
+          // A 2 s lease: with 300 ms, a CI run at load ~10 saw three backends waiting on the tallies'
+          // lock instead of one (leases lapsing and partitions changing hands under that load).
           relay: functionRelay(async () => {
-            await sleep(4);
+            await sleep(25);
             delivered += 1;
           }),
         },
       },
-      leaseTimeout: 300,
+      leaseTimeout: 2_000,
     });
     try {
       await startWithBacklog(node, 600, (i) => `g${i % 40}`);
