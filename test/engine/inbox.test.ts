@@ -194,7 +194,8 @@ describe.each(fixtures)('the inbox on $name', ({ make }) => {
     await refuse({ id: '' }, 'INVALID_MESSAGE', /id must be/);
     await refuse({ id: 1.5 }, 'INVALID_MESSAGE', /id must be/);
     await refuse({ id: { nested: 1 } }, 'INVALID_MESSAGE', /id must be/);
-    await refuse({ id: 'x'.repeat(1001) }, 'INVALID_MESSAGE', /longer than 1000 characters/);
+    await refuse({ id: 'x'.repeat(401) }, 'INVALID_MESSAGE', /id is longer than 400 characters/);
+    await refuse({ id: 'ok', source: 's'.repeat(256) }, 'INVALID_MESSAGE', /source is longer than 255/);
     await refuse({ id: 'a\0b' }, 'INVALID_MESSAGE', /NUL/);
     await refuse({ id: 'ok', source: 5 }, 'INVALID_MESSAGE', /source must be a string/);
     await refuse({ id: 'ok', groupKey: '' }, 'INVALID_MESSAGE', /groupKey/);

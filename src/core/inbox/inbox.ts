@@ -3,7 +3,7 @@
  * in the inbox table inside the caller's transaction, under a savepoint, and runs the handler
  * there only when the id was not recorded yet: the effect and the record commit together or not
  * at all, and a handler that throws leaves neither behind, even when the caller goes on with its
- * transaction. Synchronous on better-sqlite3 (its transactions are synchronous functions).
+ * transaction. Synchronous on better-sqlite3 and node:sqlite (their transactions are synchronous).
  */
 import { run, type DatabaseAdapter, type MaybePromise } from '../database.js';
 import { explainMissingSchema, OutboxerError } from '../errors.js';
@@ -28,14 +28,19 @@ export type InboxOutcome<T> = { duplicate: false; value: T } | { duplicate: true
 
 /**
  * The handler: it runs inside the transaction passed to `handle` (use that same transaction for its
- * writes), synchronously on a synchronous adapter (better-sqlite3), sync or async elsewhere. It
+ * writes), synchronously on a synchronous adapter (better-sqlite3, node:sqlite), sync or async elsewhere. It
  * takes no argument: a callback typed with the transaction's type would make
  * `Outboxer<YourClient>` reject an instance built for a structurally wider type.
  */
 export type InboxHandler<Sync extends boolean, T> = () => Sync extends true ? T : T | Promise<T>;
 
-/** The longest message id or source kept, in characters: ids are keys, not payloads. */
-export const MAX_INBOX_ID_LENGTH = 1000;
+/**
+ * The longest message id and source kept, in characters: they are keys, not payloads, and the
+ * limits are the narrowest database's (MySQL keeps a primary key within 3072 bytes, 4 a character),
+ * so every database refuses the same input with the same typed error.
+ */
+export const MAX_INBOX_ID_LENGTH = 400;
+export const MAX_INBOX_SOURCE_LENGTH = 255;
 
 /** Savepoint names are unique per process, so handles can nest (a handler that handles another message). */
 let savepoints = 0;
@@ -58,9 +63,19 @@ export class Inbox<Tx, Sync extends boolean> {
     message: InboxMessage,
     handler: InboxHandler<Sync, T>,
   ): MaybePromise<InboxOutcome<T>, Sync> {
-    if (this.adapter.sync)
-      return this.handleSync(tx, message, handler) as MaybePromise<InboxOutcome<T>, Sync>;
-    return this.handleAsync(tx, message, handler) as MaybePromise<InboxOutcome<T>, Sync>;
+    const execute = (query: SqlQuery) => this.adapter.executeInTransaction(tx, query);
+    if (this.adapter.sync) {
+      const steps = this.steps<T>(this.check(message, handler), handler);
+      return driveSync(steps, execute as (query: SqlQuery) => Row[], this.inbox.name) as MaybePromise<
+        InboxOutcome<T>,
+        Sync
+      >;
+    }
+    return (async () =>
+      driveAsync(
+        this.steps<T>(this.check(message, handler), handler),
+        execute as (query: SqlQuery) => Promise<Row[]>,
+      ))() as MaybePromise<InboxOutcome<T>, Sync>;
   }
 
   /** Deletes the ids handled longer than the retention ago; how many. Relaying nodes call it on a timer. */
@@ -80,100 +95,50 @@ export class Inbox<Tx, Sync extends boolean> {
     return total;
   }
 
-  private handleSync<T>(tx: Tx, message: InboxMessage, handler: InboxHandler<Sync, T>): InboxOutcome<T> {
-    const record = this.check(message, handler);
+  /**
+   * The steps of one `handle`, written once for both kinds of adapter: each `yield` hands a
+   * statement (or the handler) to {@link driveSync} or {@link driveAsync}, which run it in the
+   * caller's transaction and send back its rows (or value), or throw its error in here.
+   */
+  private *steps<T>(record: InboxRecord, handler: () => unknown): Generator<Step, InboxOutcome<T>, unknown> {
     const { dialect } = this.adapter;
-    const execute = (query: SqlQuery) => this.adapter.executeInTransaction(tx, query) as Row[];
     const savepoint = `outboxer_inbox_${++savepoints}`;
-    execute(dialect.inbox.savepoint(savepoint));
+    yield { query: dialect.inbox.savepoint(savepoint) };
     let recorded: boolean;
     try {
-      const work = dialect.inbox.recordHandled(this.inbox.table, record, Date.now());
-      recorded = readResults(
-        work,
-        queriesOf(work).map((query) => execute(query)),
-      );
-    } catch (error) {
-      this.undo(execute, savepoint);
-      throw explainMissingSchema(dialect, this.inbox.table, error);
-    }
-    if (!recorded) {
-      execute(dialect.inbox.releaseSavepoint(savepoint));
-      const statement = dialect.inbox.handledAt(this.inbox.table, record);
-      return this.duplicate(record, statement.read(execute(statement)));
-    }
-    let value: T;
-    try {
-      value = handler() as T;
-      if (isThenable(value)) {
-        throw new OutboxerError(
-          'INVALID_STATE',
-          `The handler of inbox "${this.inbox.name}" returned a promise, but this database's transactions are synchronous (better-sqlite3): handle the message synchronously inside db.transaction().`,
-        );
-      }
-    } catch (error) {
-      this.undo(execute, savepoint);
-      throw error;
-    }
-    execute(dialect.inbox.releaseSavepoint(savepoint));
-    return this.handled(record, value);
-  }
-
-  private async handleAsync<T>(
-    tx: Tx,
-    message: InboxMessage,
-    handler: InboxHandler<Sync, T>,
-  ): Promise<InboxOutcome<T>> {
-    const record = this.check(message, handler);
-    const { dialect } = this.adapter;
-    const execute = (query: SqlQuery) => this.adapter.executeInTransaction(tx, query) as Promise<Row[]>;
-    const savepoint = `outboxer_inbox_${++savepoints}`;
-    await execute(dialect.inbox.savepoint(savepoint));
-    let recorded: boolean;
-    try {
-      // A batch runs statement by statement, in order, inside the caller's transaction.
+      // A batch (MySQL) runs statement by statement, in order, inside the caller's transaction.
       const work = dialect.inbox.recordHandled(this.inbox.table, record, Date.now());
       const results: Row[][] = [];
-      for (const query of queriesOf(work)) results.push(await execute(query));
+      for (const query of queriesOf(work)) results.push((yield { query }) as Row[]);
       recorded = readResults(work, results);
     } catch (error) {
-      await this.undoAsync(execute, savepoint);
+      yield* this.undo(savepoint);
       throw explainMissingSchema(dialect, this.inbox.table, error);
     }
     if (!recorded) {
-      await execute(dialect.inbox.releaseSavepoint(savepoint));
+      yield { query: dialect.inbox.releaseSavepoint(savepoint) };
       const statement = dialect.inbox.handledAt(this.inbox.table, record);
-      return this.duplicate(record, statement.read(await execute(statement)));
+      return this.duplicate(record, statement.read((yield { query: statement }) as Row[]));
     }
     let value: T;
     try {
-      value = (await handler()) as T;
+      value = (yield { call: handler }) as T;
     } catch (error) {
-      await this.undoAsync(execute, savepoint);
+      yield* this.undo(savepoint);
       throw error;
     }
-    await execute(dialect.inbox.releaseSavepoint(savepoint));
+    yield { query: dialect.inbox.releaseSavepoint(savepoint) };
     return this.handled(record, value);
   }
 
   /** Rolls back to the savepoint and releases it; a failure there leaves the caller's error to be thrown. */
-  private undo(execute: (query: SqlQuery) => unknown, savepoint: string): void {
+  private *undo(savepoint: string): Generator<Step, void, unknown> {
     const { inbox } = this.adapter.dialect;
     try {
-      execute(inbox.rollbackToSavepoint(savepoint));
-      execute(inbox.releaseSavepoint(savepoint));
+      yield { query: inbox.rollbackToSavepoint(savepoint) };
+      yield { query: inbox.releaseSavepoint(savepoint) };
     } catch {
       // The transaction is unusable anyway (a lost connection): the caller's error says more.
-    }
-  }
-
-  private async undoAsync(execute: (query: SqlQuery) => Promise<unknown>, savepoint: string): Promise<void> {
-    const { inbox } = this.adapter.dialect;
-    try {
-      await execute(inbox.rollbackToSavepoint(savepoint));
-      await execute(inbox.releaseSavepoint(savepoint));
-    } catch {
-      // As in undo(): the error being thrown is the one that matters.
     }
   }
 
@@ -247,16 +212,63 @@ function groupKeyText(inbox: string, key: unknown): string | null {
   return key;
 }
 
-function checkKeyText(inbox: string, what: string, value: string): void {
-  if (value.length > MAX_INBOX_ID_LENGTH)
+function checkKeyText(inbox: string, what: 'id' | 'source', value: string): void {
+  const longest = what === 'id' ? MAX_INBOX_ID_LENGTH : MAX_INBOX_SOURCE_LENGTH;
+  if (value.length > longest)
     throw invalid(
       inbox,
-      `${what} is longer than ${MAX_INBOX_ID_LENGTH} characters; use a shorter id or a hash of it.`,
+      `${what} is longer than ${longest} characters; use a shorter ${what} or a hash of it.`,
     );
   if (value.includes('\0'))
     throw invalid(inbox, `${what} contains a NUL character (U+0000), which Postgres cannot store.`);
   if (/[\uD800-\uDFFF]/.test(value.replace(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g, ''))) {
     throw invalid(inbox, `${what} contains a lone surrogate, which is not valid Unicode text.`);
+  }
+}
+
+/** What a step of `handle` asks its driver to do: run a statement, or call the handler. */
+type Step = { readonly query: SqlQuery } | { readonly call: () => unknown };
+
+/** Runs the steps on a synchronous adapter; a handler that returns a promise is refused. */
+function driveSync<R>(
+  steps: Generator<Step, R, unknown>,
+  execute: (query: SqlQuery) => Row[],
+  inbox: string,
+): R {
+  let next = (): IteratorResult<Step, R> => steps.next();
+  for (;;) {
+    const step = next();
+    if (step.done) return step.value;
+    try {
+      const result = 'query' in step.value ? execute(step.value.query) : step.value.call();
+      if (isThenable(result)) {
+        throw new OutboxerError(
+          'INVALID_STATE',
+          `The handler of inbox "${inbox}" returned a promise, but this database's transactions are synchronous (better-sqlite3, node:sqlite): handle the message synchronously inside the transaction.`,
+        );
+      }
+      next = () => steps.next(result);
+    } catch (error) {
+      next = () => steps.throw(error);
+    }
+  }
+}
+
+/** Runs the steps on an asynchronous adapter, one at a time. */
+async function driveAsync<R>(
+  steps: Generator<Step, R, unknown>,
+  execute: (query: SqlQuery) => Promise<Row[]>,
+): Promise<R> {
+  let next = (): IteratorResult<Step, R> => steps.next();
+  for (;;) {
+    const step = next();
+    if (step.done) return step.value;
+    try {
+      const result = await ('query' in step.value ? execute(step.value.query) : step.value.call());
+      next = () => steps.next(result);
+    } catch (error) {
+      next = () => steps.throw(error);
+    }
   }
 }
 

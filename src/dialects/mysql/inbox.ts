@@ -12,8 +12,8 @@ import { NOW_MS } from './shared.js';
  * row) or rolls back (then inserts).
  *
  * Key lengths: InnoDB keys hold at most 3072 bytes, 4 a character in utf8mb4, so the primary key's
- * columns are 100 + 255 + 400 characters (3020 bytes). A message id longer than 400 characters is
- * refused by the server (strict mode's "Data too long"); hash longer ids.
+ * columns are 100 + 255 + 400 characters (3020 bytes). The core refuses a longer id or source
+ * before any SQL (src/core/inbox/inbox.ts), on every database alike.
  *
  * Without `RETURNING` or `ON CONFLICT DO NOTHING`, and without `INSERT IGNORE` (which also turns
  * a too-long id into a truncated one), `recordHandled` is a batch: `INSERT … ON DUPLICATE KEY
