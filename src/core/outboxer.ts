@@ -107,8 +107,16 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     const shared = this.instance as Instance<unknown, boolean>;
     this.administration = new Administration(shared);
     this.relaying = new RelayingNode(shared, (outbox) => this.administration.prune(outbox));
-    this.publisher = new Publisher(this.instance, options.publishHeaders, (partitions) =>
-      this.relaying.published(partitions),
+    // In-process wake-ups stand in for NOTIFY where the database has none, on an instance that
+    // relays; elsewhere publish does not even collect the partitions it wrote.
+    const wakesItself =
+      !options.database.dialect.capabilities.notifications &&
+      this.settings.relay &&
+      this.settings.testing !== 'manual';
+    this.publisher = new Publisher(
+      this.instance,
+      options.publishHeaders,
+      wakesItself ? (partitions) => this.relaying.published(partitions) : undefined,
     );
     const inboxes = resolveInboxes(options.inboxes, this.settings.schema);
     this.inboxes = new Map(

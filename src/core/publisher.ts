@@ -137,7 +137,7 @@ export class Publisher<Tx, Sync extends boolean> {
       groups.forEach((group, g) =>
         group.positions.forEach((position, i) => (ids[position] = results[g]![i]!)),
       );
-      this.onPublished?.(groups.flatMap((group) => group.rows));
+      if (this.onPublished) this.onPublished(partitionsWritten(groups));
       emit(channels.publish, () => ({
         instance: settings.name,
         outboxes: [...new Set(inputs.map((i) => i.outbox))],
@@ -209,4 +209,14 @@ export class Publisher<Tx, Sync extends boolean> {
       );
     }
   }
+}
+
+/** Each partition a publish wrote, once (a publishMany of thousands of rows touches a few). */
+function partitionsWritten(groups: readonly EncodedGroup[]): Array<{ outbox: string; partition: number }> {
+  const written = new Map<string, { outbox: string; partition: number }>();
+  for (const { rows } of groups) {
+    for (const { outbox, partition } of rows)
+      written.set(`${outbox}\u0000${partition}`, { outbox, partition });
+  }
+  return [...written.values()];
 }
