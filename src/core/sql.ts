@@ -18,6 +18,11 @@ export interface SqlQuery {
    * an adapter that refuses to run anything in such a transaction lets this one through.
    */
   readonly recovers?: boolean;
+  /**
+   * A command that returns no rows (`SAVEPOINT`…): an adapter whose query call refuses such a
+   * statement (Drizzle's `all()` on better-sqlite3) runs it another way.
+   */
+  readonly rowless?: boolean;
 }
 
 export type Row = Record<string, unknown>;

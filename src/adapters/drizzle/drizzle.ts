@@ -147,10 +147,8 @@ function drizzleSqlite(
           'publish() was given a Drizzle transaction that has ended. Publish inside the db.transaction((tx) => ...) callback, synchronously.',
         );
       }
-      // The inbox's savepoint commands are the only statements outboxer sends here that return
-      // no rows, which better-sqlite3 (under Drizzle's all()) refuses to run as a query.
-      if (/^(SAVEPOINT|RELEASE|ROLLBACK) /.test(query.text)) {
-        tx.run(wrap(query.text, query.values) as never);
+      if (query.rowless === true) {
+        tx.run(wrap(query.text, query.values) as never); // all() refuses what returns no rows
         return [];
       }
       return tx.all(wrap(query.text, query.values) as never) as Row[];

@@ -2,6 +2,7 @@ import type { InboxDialect, InboxKey, InboxRecord } from '../../core/inbox/diale
 import { quoteMysqlName, type QualifiedName } from '../../core/identifiers.js';
 import { batch, type Batch } from '../../core/sql.js';
 import { Parameters } from '../shared/parameters.js';
+import { savepointStatements } from '../shared/savepoints.js';
 import { NOW_MS } from './shared.js';
 
 /**
@@ -88,8 +89,5 @@ export const mysqlInbox: InboxDialect = Object.freeze({
   recordHandled,
   handledAt,
   pruneHandled,
-  // Plain SQL: a failed statement in MySQL ends only itself, never the transaction.
-  savepoint: (name: string) => ({ text: `SAVEPOINT ${name}`, values: [] }),
-  releaseSavepoint: (name: string) => ({ text: `RELEASE SAVEPOINT ${name}`, values: [] }),
-  rollbackToSavepoint: (name: string) => ({ text: `ROLLBACK TO SAVEPOINT ${name}`, values: [] }),
+  ...savepointStatements,
 });

@@ -2,6 +2,7 @@ import type { InboxDialect, InboxKey, InboxRecord } from '../../core/inbox/diale
 import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
 import type { Statement } from '../../core/sql.js';
 import { Parameters } from '../shared/parameters.js';
+import { savepointStatements } from '../shared/savepoints.js';
 
 /**
  * The inbox on Postgres: one row per handled message, keyed by (inbox, source, message_id). The
@@ -57,11 +58,5 @@ export const postgresInbox: InboxDialect = Object.freeze({
   recordHandled,
   handledAt,
   pruneHandled,
-  savepoint: (name: string) => ({ text: `SAVEPOINT ${name}`, values: [] }),
-  releaseSavepoint: (name: string) => ({ text: `RELEASE SAVEPOINT ${name}`, values: [] }),
-  rollbackToSavepoint: (name: string) => ({
-    text: `ROLLBACK TO SAVEPOINT ${name}`,
-    values: [],
-    recovers: true,
-  }),
+  ...savepointStatements,
 });
