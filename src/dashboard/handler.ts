@@ -10,7 +10,8 @@
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { Outboxer } from '../core/outboxer.js';
-import { isOutboxerError } from '../core/errors.js';
+import { describeError, isOutboxerError } from '../core/errors.js';
+import type { Logger } from '../core/logger.js';
 import { channels, emit } from '../core/telemetry.js';
 import { DashboardApi, type DashboardSource } from './api.js';
 import { resolveDashboardOptions, type DashboardAction, type DashboardOptions } from './options.js';
@@ -116,7 +117,7 @@ export function createDashboard(
           return json({ error: 'not found' }, 404);
       }
     } catch (error) {
-      return failure(error);
+      return failure(error, outboxer.settings.logger, request);
     }
   };
   return Object.assign(handle, { basePath });
@@ -215,8 +216,17 @@ function messageQuery(url: URL): Parameters<DashboardApi['messages']>[1] {
   };
 }
 
-function failure(error: unknown): Response {
+function failure(error: unknown, logger: Logger, request: Request): Response {
   if (error instanceof BadRequest) return json({ error: error.message }, 400);
+  const fault =
+    !isOutboxerError(error) || !['UNKNOWN_OUTBOX', 'INVALID_OPTIONS', 'BATCH_TOO_LARGE'].includes(error.code);
+  // The page shows little of a failure (below); the operator finds the rest in the server's log.
+  if (fault) {
+    logger.error('outboxer: the dashboard could not answer a request', {
+      path: new URL(request.url).pathname,
+      error: describeError(error, 500),
+    });
+  }
   if (isOutboxerError(error)) {
     const status =
       error.code === 'UNKNOWN_OUTBOX'
