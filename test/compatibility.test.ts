@@ -15,6 +15,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const read = (path: string) => readFileSync(join(root, path), 'utf8');
 const pkg = JSON.parse(read('package.json')) as {
   engines: { node: string };
+  devDependencies: Record<string, string>;
   exports: Record<string, unknown>;
   peerDependencies: Record<string, string>;
 };
@@ -30,8 +31,9 @@ const [header, , ...rows] = table
   .map((line) =>
     line
       .slice(1, -1)
-      .split('|')
-      .map((cell) => cell.trim()),
+      // A peer range's `||` is written `\|\|` inside a cell (a bare `|` ends the cell).
+      .split(/(?<!\\)\|/)
+      .map((cell) => cell.replace(/\\\|/g, '|').trim()),
   );
 
 const versions = Object.fromEntries(
@@ -62,6 +64,17 @@ function hasExample(name: string): boolean {
 
 function installed(name: string): string {
   return (JSON.parse(read(`node_modules/${name}/package.json`)) as { version: string }).version;
+}
+
+/**
+ * The versions of a library the tests run: the current line under its own name, then each older
+ * line kept beside it as an npm alias (`"better-sqlite3-v12": "npm:better-sqlite3@12.11.1"`).
+ */
+function installedLines(name: string): string {
+  const aliases = Object.entries(pkg.devDependencies)
+    .filter(([, spec]) => spec.startsWith(`npm:${name}@`))
+    .map(([alias]) => installed(alias));
+  return [installed(name), ...aliases].join(' + ');
 }
 
 /** What the oldest-Node run covers for a subpath. */
@@ -108,7 +121,7 @@ test('each row names peer ranges as package.json declares them, the versions ins
       expect(range, `${subpath}: the peer range of ${name}`).toBe(pkg.peerDependencies[name]);
     }
     expect(versionsCell, `${subpath}: the versions CI installs`).toBe(
-      peers.map(({ name }) => installed(name)).join(', '),
+      peers.map(({ name }) => installedLines(name)).join(', '),
     );
     expect([on24, on22], `${subpath}: the whole suite runs on Node 24 and 22`).toEqual(['suite', 'suite']);
     expect(onOldestCell, `${subpath}: what the oldest-Node run covers`).toBe(onOldest(subpath));
