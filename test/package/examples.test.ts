@@ -49,6 +49,7 @@ const expectedOutput: Array<[RegExp, RegExp]> = [
   [/^examples\/operations\/prometheus\.ts$/, /outboxer_/],
   [/^examples\/operations\/runbook\.ts$/, /dead after/],
   [/^examples\/operations\/opentelemetry\.ts$/, /traceparent/],
+  [/^examples\/dashboard\//, /GET \S+: 200 text\/html/],
   [/\.test\.ts$/, /passed/],
 ];
 
