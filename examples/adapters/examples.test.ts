@@ -25,6 +25,7 @@ test.each([
   'drizzle',
   'prisma/example',
   'knex',
+  'knex-mysql',
   'typeorm',
   'mikro-orm',
 ])('the %s example relays the committed order only', async (name) => {

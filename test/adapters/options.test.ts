@@ -112,6 +112,11 @@ describe('factories', () => {
       client: { dialect: 'sqlite3' },
     });
     expect(codeOf(() => knex(sqliteKnex as never))).toMatch(/^DATABASE_UNSUPPORTED: knex\(db\).*sqlite3/);
+    // Knex's client "mysql" (the mysql package) is not the tested one: mysql2 is.
+    const mysqlKnex = { ...sqliteKnex, client: { dialect: 'mysql', driverName: 'mysql' } };
+    expect(codeOf(() => knex(mysqlKnex as never))).toMatch(
+      /^DATABASE_UNSUPPORTED: knex\(db\).*client "mysql" \(use client "mysql2"\)/,
+    );
     expect(
       codeOf(() =>
         typeorm({ createQueryRunner: () => undefined, options: { type: 'better-sqlite3' } } as never),
