@@ -23,6 +23,7 @@ test.each([
   'kysely',
   'kysely-mysql',
   'drizzle',
+  'drizzle-mysql',
   'prisma/example',
   'knex',
   'knex-mysql',

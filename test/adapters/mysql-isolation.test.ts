@@ -6,11 +6,13 @@
  * transaction's first read is visible to its next read at READ COMMITTED, invisible at REPEATABLE
  * READ (which reads the first read's snapshot).
  */
+import { drizzle as drizzleMysql2 } from 'drizzle-orm/mysql2';
 import { Kysely, MysqlDialect } from 'kysely';
 import createKnex from 'knex';
 import { createPool } from 'mysql2';
 import mysql from 'mysql2/promise';
 import type { DatabaseAdapter } from 'outboxer';
+import { drizzle } from 'outboxer/drizzle';
 import { knex } from 'outboxer/knex';
 import { kysely } from 'outboxer/kysely';
 import { mysql2 } from 'outboxer/mysql2';
@@ -36,6 +38,14 @@ const adapters: Array<[string, (url: string) => { adapter: DatabaseAdapter; clos
         dialect: new MysqlDialect({ pool: createPool({ uri: url, connectionLimit: 2 }) }),
       });
       return { adapter: kysely(db), close: () => db.destroy() };
+    },
+  ],
+  [
+    // Drizzle's relay side is outboxer/mysql2 on the pool it wraps: a pool of mysql2's callback API here.
+    'Drizzle',
+    (url) => {
+      const pool = createPool({ uri: url, connectionLimit: 2 });
+      return { adapter: drizzle(drizzleMysql2(pool)), close: () => pool.promise().end() };
     },
   ],
   [
