@@ -17,7 +17,28 @@ import {
   type DrizzleSqliteTransaction,
 } from 'outboxer/drizzle';
 import { DATABASE_URL, MARIADB_URL } from '../support/databases.js';
-import { adapterBehaviour } from './behaviour.js';
+import { adapterBehaviour, type Opened } from './behaviour.js';
+
+/** The transactions of an asynchronous Drizzle database (Postgres, MySQL), and what is not one. */
+function asyncTransactions<Tx>(db: {
+  transaction<T>(fn: (tx: Tx & { rollback(): never }) => Promise<T>): Promise<T>;
+}): Pick<Opened<Tx>, 'transaction' | 'rollback' | 'notTransactions'> {
+  return {
+    transaction: (fn) => db.transaction(async (tx) => fn(tx)),
+    async rollback(fn) {
+      // tx.rollback() throws a TransactionRollbackError: db.transaction rolls back and rethrows it.
+      await db
+        .transaction(async (tx) => {
+          await fn(tx);
+          tx.rollback();
+        })
+        .catch((error: unknown) => {
+          if (!(error instanceof TransactionRollbackError)) throw error;
+        });
+    },
+    notTransactions: () => ({ 'the Drizzle database': db }),
+  };
+}
 
 adapterBehaviour<DrizzlePgTransaction>({
   name: 'Drizzle on node-postgres',
@@ -29,19 +50,7 @@ adapterBehaviour<DrizzlePgTransaction>({
     const db = drizzleNodePostgres(pool);
     return {
       database: drizzle(db),
-      transaction: (fn) => db.transaction(async (tx) => fn(tx)),
-      async rollback(fn) {
-        // tx.rollback() throws a TransactionRollbackError: db.transaction rolls back and rethrows it.
-        await db
-          .transaction(async (tx) => {
-            await fn(tx);
-            tx.rollback();
-          })
-          .catch((error: unknown) => {
-            if (!(error instanceof TransactionRollbackError)) throw error;
-          });
-      },
-      notTransactions: () => ({ 'the Drizzle database': db }),
+      ...asyncTransactions(db),
       close: () => pool.end(),
     };
   },
@@ -61,18 +70,7 @@ adapterBehaviour<DrizzlePgTransaction>({
     const db = drizzlePostgresJs(sql);
     return {
       database: drizzle(db),
-      transaction: (fn) => db.transaction(async (tx) => fn(tx)),
-      async rollback(fn) {
-        await db
-          .transaction(async (tx) => {
-            await fn(tx);
-            tx.rollback();
-          })
-          .catch((error: unknown) => {
-            if (!(error instanceof TransactionRollbackError)) throw error;
-          });
-      },
-      notTransactions: () => ({ 'the Drizzle database': db }),
+      ...asyncTransactions(db),
       close: () => sql.end({ timeout: 5 }),
     };
   },
@@ -89,18 +87,7 @@ adapterBehaviour<DrizzleMysqlTransaction>({
     const db = drizzleMysql2(pool);
     return {
       database: drizzle(db),
-      transaction: (fn) => db.transaction(async (tx) => fn(tx)),
-      async rollback(fn) {
-        await db
-          .transaction(async (tx) => {
-            await fn(tx);
-            tx.rollback();
-          })
-          .catch((error: unknown) => {
-            if (!(error instanceof TransactionRollbackError)) throw error;
-          });
-      },
-      notTransactions: () => ({ 'the Drizzle database': db }),
+      ...asyncTransactions(db),
       close: () =>
         new Promise<void>((resolve, reject) => pool.end((error) => (error ? reject(error) : resolve()))),
     };
