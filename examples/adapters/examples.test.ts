@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { generatePrismaClient } from '../../test/adapters/prisma/client.js';
 import { nodeSqliteMissing } from '../../test/support/node-sqlite.js';
-import { withScratchDatabase } from '../../test/support/scratch-database.js';
+import { withScratchDatabase, withScratchMysqlDatabase } from '../../test/support/scratch-database.js';
 
 /** What every example returns: what the relay received, and the outbox counts at the end. */
 interface ExampleResult {
@@ -12,18 +12,21 @@ interface ExampleResult {
 
 const expected = [{ type: 'OrderPlaced', groupKey: 'order:1', payload: { orderId: 1, total: 4200 } }];
 
-// Runs each documented adapter example (Postgres, each in a database of its own; better-sqlite3 and
-// node:sqlite in memory): the committed order's event is relayed, the rolled-back one is not, and the outbox ends
-// empty.
+// Runs each documented adapter example (Postgres and MariaDB, each in a database of its own;
+// better-sqlite3 and node:sqlite in memory): the committed order's event is relayed, the rolled-back
+// one is not, and the outbox ends empty.
 test.each([
   'pg',
   'better-sqlite3',
   ...(nodeSqliteMissing === undefined ? ['node-sqlite'] : []),
   'postgres-js',
   'kysely',
+  'kysely-mysql',
   'drizzle',
+  'drizzle-mysql',
   'prisma/example',
   'knex',
+  'knex-mysql',
   'typeorm',
   'mikro-orm',
 ])('the %s example relays the committed order only', async (name) => {
@@ -33,7 +36,8 @@ test.each([
   }
   const { main } = (await import(`./${name}.js`)) as { main: (url?: string) => Promise<ExampleResult> };
   const inMemory = name === 'better-sqlite3' || name === 'node-sqlite';
-  const result = inMemory ? await main() : await withScratchDatabase((url) => main(url));
+  const scratch = name.endsWith('-mysql') ? withScratchMysqlDatabase : withScratchDatabase;
+  const result = inMemory ? await main() : await scratch((url) => main(url));
   expect(result.delivered).toEqual(expected);
   expect(result.counts).toMatchObject({ pending: 0, dead: 0 });
 });

@@ -23,6 +23,12 @@ export interface SqlQuery {
    * statement (Drizzle's `all()` on better-sqlite3) runs it another way.
    */
   readonly rowless?: boolean;
+  /**
+   * A statement that writes nothing, sent first by a publish on MySQL so that the adapter can tell
+   * from the server's reply (its result header) whether a transaction is open. An adapter whose
+   * library keeps that reply to itself checks another way in its place (Kysely: a savepoint).
+   */
+  readonly transactionCheck?: boolean;
 }
 
 export type Row = Record<string, unknown>;

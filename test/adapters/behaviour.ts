@@ -386,7 +386,11 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
      */
     async function publisherWaitsOnGroup(group: string): Promise<boolean> {
       if (harness.dialect === 'mysql') {
-        const running = await raw.query(`SELECT state, info FROM information_schema.PROCESSLIST`);
+        // This file's database only: the other adapters' suites run on the same server at once.
+        const running = await raw.query(
+          `SELECT state, info FROM information_schema.PROCESSLIST WHERE db = ?`,
+          [target.kind === 'mysql' ? target.database : ''],
+        );
         return (
           running.filter((row) => String(row.info).includes('_groups` (outbox, group_key)')).length === 1
         );
@@ -456,6 +460,50 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
         } finally {
           await outboxer.stop();
         }
+      });
+
+      test('publish in a transaction InnoDB rolled back after a deadlock is NOT_IN_TRANSACTION and writes nothing', async () => {
+        const outboxer = await manual({ relay: functionRelay(async () => undefined) });
+        const rows = `${table()}_rows`;
+        await opened.database.execute({ text: `CREATE TABLE ${rows} (id INT PRIMARY KEY)`, values: [] });
+        await opened.database.execute({ text: `INSERT INTO ${rows} (id) VALUES (1), (2)`, values: [] });
+        const lock = (tx: Tx, id: number) =>
+          opened.database.executeInTransaction(tx, {
+            text: `SELECT id FROM ${rows} WHERE id = ? FOR UPDATE`,
+            values: [id],
+          });
+        // Each transaction locks a row, and once both hold theirs asks for the other's: a cycle,
+        // which InnoDB breaks by rolling one of them back. The victim carries on, as a caller that
+        // caught the error could, and publishes.
+        let holding = 0;
+        let bothHold!: () => void;
+        const both = new Promise<void>((resolve) => (bothHold = resolve));
+        const outcomes: Array<{ deadlock: unknown; refusal: unknown } | 'went through'> = [];
+        const contender = (mine: number, theirs: number) =>
+          opened.transaction(async (tx) => {
+            await lock(tx, mine);
+            if (++holding === 2) bothHold();
+            await both;
+            try {
+              await lock(tx, theirs);
+            } catch (deadlock) {
+              const refusal = await Promise.resolve(outboxer.publish(tx, 'events', { n: mine })).catch(
+                (error: unknown) => error,
+              );
+              outcomes.push({ deadlock, refusal });
+              return;
+            }
+            outcomes.push('went through');
+          });
+        await Promise.all([contender(1, 2), contender(2, 1)]);
+        expect(outcomes.filter((outcome) => outcome === 'went through')).toHaveLength(1);
+        const victim = outcomes.find((outcome) => outcome !== 'went through')!;
+        const messages: string[] = [];
+        for (let e = victim.deadlock; e instanceof Error; e = e.cause) messages.push(e.message);
+        expect(messages.join('\n')).toMatch(/Deadlock found/);
+        expect(isOutboxerError(victim.refusal) && victim.refusal.code).toBe('NOT_IN_TRANSACTION');
+        expect((victim.refusal as Error).message).toMatch(/rolled it back after a deadlock/);
+        expect(await raw.count(outboxer.outbox('events').table.name)).toBe(0);
       });
     }
 

@@ -4,6 +4,7 @@
  * parallel. It is created on the server of DATABASE_URL and dropped afterwards, connections and all.
  */
 import { randomBytes } from 'node:crypto';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
 
 const defaultUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -42,5 +43,25 @@ async function onDefaultDatabase(work: (client: pg.Client) => Promise<unknown>):
     await work(client);
   } finally {
     await client.end();
+  }
+}
+
+/**
+ * Runs `run` with the URL of a new, empty MariaDB (MySQL) database on the server of
+ * OUTBOXER_TEST_MARIADB_URL, then drops it (even when `run` throws): the MySQL examples' counterpart
+ * of {@link withScratchDatabase}.
+ */
+export async function withScratchMysqlDatabase<T>(run: (url: string) => Promise<T>): Promise<T> {
+  const server = process.env.OUTBOXER_TEST_MARIADB_URL ?? 'mysql://root@127.0.0.1:3306/test';
+  const name = `outboxer_scratch_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const admin = await mysql.createConnection({ uri: server });
+  try {
+    await admin.query(`CREATE DATABASE ${name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`);
+    const url = new URL(server);
+    url.pathname = `/${name}`;
+    return await run(url.href);
+  } finally {
+    await admin.query(`DROP DATABASE IF EXISTS ${name}`);
+    await admin.end();
   }
 }

@@ -33,7 +33,9 @@ export function insert(
   const { messages, tallies, groups } = tables(table);
   // Writes nothing: its reply's server status tells the adapter whether a transaction is open
   // before anything is written (MySQL runs a statement outside one in autocommit).
-  const statements: SqlQuery[] = [{ text: `SET @outboxer_publishing = 1`, values: [], prepare: true }];
+  const statements: SqlQuery[] = [
+    { text: `SET @outboxer_publishing = 1`, values: [], prepare: true, transactionCheck: true },
+  ];
   if (options.serialize) {
     const keys = lockKeys(rows);
     if (keys.length > 0) {
