@@ -81,7 +81,10 @@ function installedLines(name: string): string {
 function onOldest(subpath: string): string {
   const name = subpath.replace(/^outboxer\/?/, '');
   const suite =
-    name === '' ? oldestRun.includes('test/engine') : oldestRun.includes(`test/adapters/${name}.test.ts`);
+    name === ''
+      ? oldestRun.includes('test/engine')
+      : oldestRun.includes(`test/adapters/${name}.test.ts`) ||
+        oldestRun.includes(`test/relays/${name}.test.ts`);
   if (suite) return 'suite, built';
   return oldestRun.includes('examples') && hasExample(name) ? 'examples' : 'not run';
 }
@@ -129,4 +132,33 @@ test('each row names peer ranges as package.json declares them, the versions ins
   expect([...named].sort(), 'every peer dependency has a row').toEqual(
     Object.keys(pkg.peerDependencies).sort(),
   );
+});
+
+/** The guide of a subpath: docs/adapters/<name>.md, docs/relays/<name>.md or docs/<name>.md. */
+function guideOf(subpath: string): string | undefined {
+  const name = subpath.replace(/^outboxer\/?/, '');
+  return [`docs/adapters/${name}.md`, `docs/relays/${name}.md`, `docs/${name}.md`].find(
+    (path) => name !== '' && existsSync(join(root, path)),
+  );
+}
+
+test('each guide names the versions CI tests its libraries with', () => {
+  for (const [cell, library] of rows as string[][]) {
+    const subpath = cell!.replace(/`/g, '');
+    const peers = [...library!.matchAll(/([@\w/.:-]+) \(/g)]
+      .map(([, name]) => name!)
+      .filter((name) => !name.startsWith('node:') && name in pkg.peerDependencies);
+    const guide = guideOf(subpath);
+    if (peers.length === 0 || guide === undefined) continue;
+    const line = read(guide)
+      .split('\n')
+      .find((text) => text.startsWith('**Tested with**'));
+    expect(line, `${guide}: a "**Tested with**" line`).toBeDefined();
+    for (const name of peers) {
+      const versions = installedLines(name).split(' + ');
+      expect(line, `${guide}: names ${name} ${versions.join(' and ')}`).toContain(
+        `${name} ${versions.join(' and ')}`,
+      );
+    }
+  }
 });
