@@ -437,6 +437,45 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
     }
 
     if (harness.dialect === 'mysql') {
+      test('a publish in a transaction InnoDB rolled back on a deadlock is NOT_IN_TRANSACTION and writes nothing', async () => {
+        const outboxer = await manual({ relay: functionRelay(async () => undefined) });
+        const name = outboxer.outbox('events').table.name;
+        const locks = `${name}_locks`;
+        await opened.database.execute({
+          text: `CREATE TABLE ${locks} (id INT PRIMARY KEY, n INT)`,
+          values: [],
+        });
+        await opened.database.execute({ text: `INSERT INTO ${locks} VALUES (1, 0)`, values: [] });
+        let sharing = 0;
+        let bothShare!: () => void;
+        const barrier = new Promise<void>((resolve) => (bothShare = resolve));
+        // Both share a lock on the row, then both want it exclusively: InnoDB rolls one back.
+        const outcomes = await Promise.all(
+          [1, 2].map((n) =>
+            opened.transaction(async (tx) => {
+              const run = (text: string) => opened.database.executeInTransaction(tx, { text, values: [] });
+              await run(`SELECT n FROM ${locks} WHERE id = 1 LOCK IN SHARE MODE`);
+              if (++sharing === 2) bothShare();
+              await barrier;
+              try {
+                await run(`UPDATE ${locks} SET n = ${n} WHERE id = 1`);
+                return 'updated';
+              } catch (deadlock) {
+                expect(String(deadlock)).toMatch(/deadlock/i);
+              }
+              try {
+                await outboxer.publish(tx, 'events', { n });
+                return 'published';
+              } catch (error) {
+                return isOutboxerError(error) ? error.code : String(error);
+              }
+            }),
+          ),
+        );
+        expect(outcomes.sort()).toEqual(['NOT_IN_TRANSACTION', 'updated']);
+        expect(await raw.count(name)).toBe(0);
+      });
+
       test('without NOTIFY: a relay with a long poll interval picks up what its own instance published', async () => {
         const arrivals: Array<{ id: number; at: number }> = [];
         const relay = functionRelay(async (m: Envelope) => void arrivals.push({ id: m.id, at: Date.now() }));

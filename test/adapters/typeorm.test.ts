@@ -1,12 +1,12 @@
-/** TypeORM (postgres driver) through the adapter behaviour suite. */
+/** TypeORM (postgres, and mysql/mariadb over mysql2) through the adapter behaviour suite. */
 import 'reflect-metadata';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { typeorm, type TypeOrmTransaction } from 'outboxer/typeorm';
-import { DATABASE_URL, postgresFixture } from '../support/databases.js';
+import { DATABASE_URL, mariadbFixture, postgresFixture } from '../support/databases.js';
 import { adapterBehaviour } from './behaviour.js';
 
 adapterBehaviour<TypeOrmTransaction>({
@@ -82,4 +82,95 @@ test('publish also takes the QueryRunner of a transaction started by hand', asyn
     await dataSource.destroy();
     await fixture.close();
   }
+});
+
+// MySQL and MariaDB: TypeORM's types "mysql" and "mariadb" both run its MySQL driver over mysql2.
+for (const type of ['mysql', 'mariadb'] as const) {
+  adapterBehaviour<TypeOrmTransaction>({
+    name: `TypeORM (type "${type}")`,
+    dialect: 'mysql',
+    sync: false,
+    async open(target) {
+      if (target.kind !== 'mysql') throw new Error('mysql only');
+      const dataSource = await new DataSource({ type, url: target.url, poolSize: 4 }).initialize();
+      const idleRunner = dataSource.createQueryRunner();
+      return {
+        database: typeorm(dataSource),
+        transaction: (fn) => dataSource.transaction(async (manager) => fn(manager)),
+        async rollback(fn) {
+          const runner = dataSource.createQueryRunner();
+          await runner.connect();
+          await runner.startTransaction();
+          try {
+            await fn(runner.manager);
+          } finally {
+            await runner.rollbackTransaction();
+            await runner.release();
+          }
+        },
+        notTransactions: () => ({
+          'the DataSource': dataSource,
+          'dataSource.manager': dataSource.manager,
+          'a query runner without a transaction': idleRunner,
+          'the manager of a query runner without a transaction': idleRunner.manager,
+        }),
+        async close() {
+          await idleRunner.release();
+          await dataSource.destroy();
+        },
+      };
+    },
+  });
+}
+
+describe('TypeORM on MySQL', () => {
+  test('the dialect comes from the DataSource type; the option must agree with it', async () => {
+    const fixture = await mariadbFixture(1);
+    const dataSource = new DataSource({ type: 'mariadb', url: fixture.url });
+    try {
+      expect(typeorm(dataSource).dialect.name).toBe('mysql');
+      expect(typeorm(dataSource, { dialect: 'mysql' }).dialect.name).toBe('mysql');
+      expect(() => typeorm(dataSource, { dialect: 'postgres' })).toThrow(
+        expect.objectContaining({
+          code: 'INVALID_OPTIONS',
+          message: expect.stringMatching(/"typeorm.dialect"/),
+        }),
+      );
+      const sqlite = new DataSource({ type: 'better-sqlite3', database: ':memory:' });
+      expect(() => typeorm(sqlite)).toThrow(
+        expect.objectContaining({
+          code: 'DATABASE_UNSUPPORTED',
+          message: expect.stringMatching(/"better-sqlite3"/),
+        }),
+      );
+    } finally {
+      await fixture.close();
+    }
+  });
+
+  test('the relay side runs its transactions at READ COMMITTED, whatever the DataSource says', async () => {
+    const fixture = await mariadbFixture(1);
+    const dataSource = await new DataSource({
+      type: 'mysql',
+      url: fixture.url,
+      poolSize: 1,
+      isolationLevel: 'SERIALIZABLE',
+    }).initialize();
+    try {
+      const database = typeorm(dataSource);
+      await database.execute({ text: 'CREATE TABLE isolation_probe (id INT PRIMARY KEY)', values: [] });
+      // The transaction's own level, as InnoDB lists it once the transaction has read a table.
+      const [, rows] = await database.executeAtomically([
+        { text: 'SELECT id FROM isolation_probe', values: [] },
+        {
+          text: 'SELECT trx_isolation_level AS level FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()',
+          values: [],
+        },
+      ]);
+      expect(rows).toEqual([{ level: 'READ COMMITTED' }]);
+    } finally {
+      await dataSource.destroy();
+      await fixture.close();
+    }
+  });
 });

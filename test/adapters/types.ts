@@ -116,6 +116,9 @@ export async function typeormTypes(dataSource: DataSource, manager: EntityManage
   await outboxer.publish(dataSource, 'orders', {});
   // dataSource.manager has the type of a transaction's manager: refused at run time instead.
   await outboxer.publish(dataSource.manager, 'orders', {});
+  typeorm(dataSource, { dialect: 'mysql' });
+  // @ts-expect-error TypeORM runs on Postgres and MySQL/MariaDB only
+  typeorm(dataSource, { dialect: 'sqlite' });
 }
 
 export async function mikroOrmTypes(orm: MikroORM, em: PostgresEntityManager, coreEm: CoreEntityManager) {

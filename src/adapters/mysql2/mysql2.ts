@@ -1,10 +1,7 @@
 import type { DatabaseAdapter, Row, SqlQuery } from '../../core/database.js';
 import { OutboxerError } from '../../core/errors.js';
 import { mysqlDialect } from '../../dialects/mysql/mysql-dialect.js';
-
-/** `SERVER_STATUS_IN_TRANS` and `SERVER_STATUS_AUTOCOMMIT` of the protocol's OK packet. */
-const IN_TRANSACTION = 0x0001;
-const AUTOCOMMIT = 0x0002;
+import { autocommitting } from '../shared/mysql-results.js';
 
 /** What mysql2's promise API resolves a query with: rows (a SELECT) or a result header, and fields. */
 type QueryResult = [unknown, unknown];
@@ -109,8 +106,7 @@ function assertConnection(tx: Mysql2TransactionConnection): void {
  */
 function rowsOrCheckTransaction(result: unknown): Row[] {
   if (Array.isArray(result)) return result as Row[];
-  const status = (result as { serverStatus?: unknown } | null)?.serverStatus;
-  if (typeof status === 'number' && (status & IN_TRANSACTION) === 0 && (status & AUTOCOMMIT) !== 0) {
+  if (autocommitting(result)) {
     throw new OutboxerError(
       'NOT_IN_TRANSACTION',
       'publish() was given a mysql2 connection that is not inside a transaction (or whose transaction the server rolled back, after a deadlock). Call await conn.beginTransaction() first, so the message commits with your change; after a deadlock, retry the transaction from the start.',
