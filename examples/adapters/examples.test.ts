@@ -2,7 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { generatePrismaClient } from '../../test/adapters/prisma/client.js';
 import { nodeSqliteMissing } from '../../test/support/node-sqlite.js';
-import { withScratchDatabase } from '../../test/support/scratch-database.js';
+import { scratchDatabaseFor, withScratchDatabase } from '../../test/support/scratch-database.js';
 
 /** What every example returns: what the relay received, and the outbox counts at the end. */
 interface ExampleResult {
@@ -12,8 +12,8 @@ interface ExampleResult {
 
 const expected = [{ type: 'OrderPlaced', groupKey: 'order:1', payload: { orderId: 1, total: 4200 } }];
 
-// Runs each documented adapter example (Postgres, each in a database of its own; better-sqlite3 and
-// node:sqlite in memory): the committed order's event is relayed, the rolled-back one is not, and the outbox ends
+// Runs each documented adapter example (Postgres or MariaDB, each in a database of its own;
+// better-sqlite3 and node:sqlite in memory): the committed order's event is relayed, the rolled-back one is not, and the outbox ends
 // empty.
 test.each([
   'pg',
@@ -25,6 +25,7 @@ test.each([
   'prisma/example',
   'knex',
   'typeorm',
+  'typeorm-mysql',
   'mikro-orm',
 ])('the %s example relays the committed order only', async (name) => {
   // What `npx prisma generate` does in an application: the example imports the generated client.
@@ -33,7 +34,7 @@ test.each([
   }
   const { main } = (await import(`./${name}.js`)) as { main: (url?: string) => Promise<ExampleResult> };
   const inMemory = name === 'better-sqlite3' || name === 'node-sqlite';
-  const result = inMemory ? await main() : await withScratchDatabase((url) => main(url));
+  const result = inMemory ? await main() : await scratchDatabaseFor(name)((url) => main(url));
   expect(result.delivered).toEqual(expected);
   expect(result.counts).toMatchObject({ pending: 0, dead: 0 });
 });

@@ -26,7 +26,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { nodeSqliteMissing } from '../support/node-sqlite.js';
-import { withScratchDatabase } from '../support/scratch-database.js';
+import { scratchDatabaseFor } from '../support/scratch-database.js';
 import {
   allDocs,
   embeddedExamples,
@@ -218,7 +218,8 @@ describe.each(examples)('$file ($guide.doc)', ({ guide, file }) => {
         'imported, not installed',
       ).toEqual([]);
 
-      await withScratchDatabase(async (url) => {
+      // DATABASE_URL names a Postgres database, or a MariaDB one for a MySQL example.
+      await scratchDatabaseFor(file)(async (url) => {
         const command = file.endsWith('.test.ts')
           ? [join(guide.dir, 'node_modules/vitest/vitest.mjs'), 'run', file]
           : [join(root, 'node_modules/tsx/dist/cli.mjs'), file];
