@@ -23,6 +23,13 @@ export interface SqlQuery {
    * statement (Drizzle's `all()` on better-sqlite3) runs it another way.
    */
   readonly rowless?: boolean;
+  /**
+   * Where work in the caller's transaction begins (a publish's first statement, the inbox's
+   * savepoint), before anything is written: an adapter that cannot tell from every reply whether
+   * the transaction is still open (Prisma on MySQL) checks it here. MySQL runs a statement outside
+   * a transaction in autocommit, and InnoDB rolls a whole transaction back on a deadlock.
+   */
+  readonly checksTransaction?: boolean;
 }
 
 export type Row = Record<string, unknown>;

@@ -437,9 +437,15 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
     }
 
     if (harness.dialect === 'mysql') {
-      test('a publish in a transaction InnoDB rolled back on a deadlock is NOT_IN_TRANSACTION and writes nothing', async () => {
+      test('a publish or an inbox handle in a transaction InnoDB rolled back on a deadlock is NOT_IN_TRANSACTION and writes nothing', async () => {
         const outboxer = await manual({ relay: functionRelay(async () => undefined) });
         const name = outboxer.outbox('events').table.name;
+        const inboxTable = table();
+        const inboxer = new Outboxer({
+          database: opened.database,
+          inboxes: { payments: { table: inboxTable } },
+        });
+        await inboxer.migrate();
         const locks = `${name}_locks`;
         await opened.database.execute({
           text: `CREATE TABLE ${locks} (id INT PRIMARY KEY, n INT)`,
@@ -463,17 +469,21 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
               } catch (deadlock) {
                 expect(String(deadlock)).toMatch(/deadlock/i);
               }
-              try {
-                await outboxer.publish(tx, 'events', { n });
-                return 'published';
-              } catch (error) {
-                return isOutboxerError(error) ? error.code : String(error);
-              }
+              const codeOf = (error: unknown) => (isOutboxerError(error) ? error.code : String(error));
+              const published = await Promise.resolve(outboxer.publish(tx, 'events', { n })).then(
+                () => 'published',
+                codeOf,
+              );
+              const handled = await Promise.resolve(
+                inboxer.inbox('payments').handle(tx, { id: `m${n}` }, () => 'effect'),
+              ).then(() => 'handled', codeOf);
+              return `${published}, ${handled}`;
             }),
           ),
         );
-        expect(outcomes.sort()).toEqual(['NOT_IN_TRANSACTION', 'updated']);
+        expect(outcomes.sort()).toEqual(['NOT_IN_TRANSACTION, NOT_IN_TRANSACTION', 'updated']);
         expect(await raw.count(name)).toBe(0);
+        expect(await raw.count(inboxTable)).toBe(0);
       });
 
       test('without NOTIFY: a relay with a long poll interval picks up what its own instance published', async () => {

@@ -97,6 +97,9 @@ export async function prismaTypes(
   expectTypeOf(outboxer.publish(tx, 'orders', {})).toEqualTypeOf<Promise<number>>();
   // @ts-expect-error the PrismaClient is not an interactive transaction (it has $connect)
   await outboxer.publish(client, 'orders', {});
+  prisma(client, { dialect: 'mysql' });
+  // @ts-expect-error Prisma runs on Postgres and MySQL/MariaDB only
+  prisma(client, { dialect: 'sqlite' });
 }
 
 export async function knexTypes(db: Knex, trx: Knex.Transaction) {
