@@ -1,3 +1,4 @@
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { generatePrismaClient } from '../../test/adapters/prisma/client.js';
@@ -23,6 +24,7 @@ test.each([
   'kysely',
   'drizzle',
   'prisma/example',
+  'prisma/mysql/example',
   'knex',
   'typeorm',
   'typeorm-mysql',
@@ -30,7 +32,7 @@ test.each([
 ])('the %s example relays the committed order only', async (name) => {
   // What `npx prisma generate` does in an application: the example imports the generated client.
   if (name.startsWith('prisma/')) {
-    generatePrismaClient(fileURLToPath(new URL('./prisma/schema.prisma', import.meta.url)));
+    generatePrismaClient(fileURLToPath(new URL(`./${dirname(name)}/schema.prisma`, import.meta.url)));
   }
   const { main } = (await import(`./${name}.js`)) as { main: (url?: string) => Promise<ExampleResult> };
   const inMemory = name === 'better-sqlite3' || name === 'node-sqlite';

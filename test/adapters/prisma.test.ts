@@ -134,7 +134,7 @@ describe('Prisma on MySQL', () => {
     const fixture = await mariadbFixture(1);
     const { PrismaClient } = await loadPrismaClient('mysql');
     const client = new PrismaClient({
-      adapter: new PrismaMariaDb(fixture.url.replace(/^mysql:/, 'mariadb:')),
+      adapter: new PrismaMariaDb(fixture.url),
     });
     try {
       const database = prisma(client);
