@@ -9,6 +9,7 @@ import { describe, expect, test } from 'vitest';
 import { nodePostgres } from 'outboxer/pg';
 import { prisma, type PrismaClientLike, type PrismaTransactionClient } from 'outboxer/prisma';
 import { mariadbFixture } from '../support/databases.js';
+import { relayTransactionIsolation } from '../support/mysql-isolation.js';
 import { adapterBehaviour } from './behaviour.js';
 import { loadPrismaClient, type GeneratedPrismaClient } from './prisma/client.js';
 
@@ -137,17 +138,7 @@ describe('Prisma on MySQL', () => {
       adapter: new PrismaMariaDb(fixture.url),
     });
     try {
-      const database = prisma(client);
-      await database.execute({ text: 'CREATE TABLE isolation_probe (id INT PRIMARY KEY)', values: [] });
-      // The transaction's own level, as InnoDB lists it once the transaction has read a table.
-      const [, rows] = await database.executeAtomically([
-        { text: 'SELECT id FROM isolation_probe', values: [] },
-        {
-          text: 'SELECT trx_isolation_level AS level FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()',
-          values: [],
-        },
-      ]);
-      expect(rows).toEqual([{ level: 'READ COMMITTED' }]);
+      expect(await relayTransactionIsolation(prisma(client))).toBe('READ COMMITTED');
     } finally {
       await client.$disconnect();
       await fixture.close();

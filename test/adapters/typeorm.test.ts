@@ -7,7 +7,38 @@ import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { typeorm, type TypeOrmTransaction } from 'outboxer/typeorm';
 import { DATABASE_URL, mariadbFixture, postgresFixture } from '../support/databases.js';
-import { adapterBehaviour } from './behaviour.js';
+import { relayTransactionIsolation } from '../support/mysql-isolation.js';
+import { adapterBehaviour, type Opened } from './behaviour.js';
+
+/** The harness's calls on an initialized DataSource: its transactions, and what is not one. */
+function onDataSource(dataSource: DataSource): Omit<Opened<TypeOrmTransaction>, 'database'> {
+  const idleRunner = dataSource.createQueryRunner();
+  return {
+    transaction: (fn) => dataSource.transaction(async (manager) => fn(manager)),
+    async rollback(fn) {
+      // A transaction of our own on a query runner, published through its manager.
+      const runner = dataSource.createQueryRunner();
+      await runner.connect();
+      await runner.startTransaction();
+      try {
+        await fn(runner.manager);
+      } finally {
+        await runner.rollbackTransaction();
+        await runner.release();
+      }
+    },
+    notTransactions: () => ({
+      'the DataSource': dataSource,
+      'dataSource.manager': dataSource.manager,
+      'a query runner without a transaction': idleRunner,
+      'the manager of a query runner without a transaction': idleRunner.manager,
+    }),
+    async close() {
+      await idleRunner.release();
+      await dataSource.destroy();
+    },
+  };
+}
 
 adapterBehaviour<TypeOrmTransaction>({
   name: 'TypeORM',
@@ -22,31 +53,12 @@ adapterBehaviour<TypeOrmTransaction>({
     }).initialize();
     // TypeORM has no LISTEN: notify: true listens through a pg pool on the same database.
     const listenPool = new pg.Pool({ connectionString: target.urlWithSchema, max: 1 });
-    const idleRunner = dataSource.createQueryRunner();
+    const calls = onDataSource(dataSource);
     return {
+      ...calls,
       database: typeorm(dataSource, { notifications: nodePostgres(listenPool) }),
-      transaction: (fn) => dataSource.transaction(async (manager) => fn(manager)),
-      async rollback(fn) {
-        // A transaction of our own on a query runner, published through its manager.
-        const runner = dataSource.createQueryRunner();
-        await runner.connect();
-        await runner.startTransaction();
-        try {
-          await fn(runner.manager);
-        } finally {
-          await runner.rollbackTransaction();
-          await runner.release();
-        }
-      },
-      notTransactions: () => ({
-        'the DataSource': dataSource,
-        'dataSource.manager': dataSource.manager,
-        'a query runner without a transaction': idleRunner,
-        'the manager of a query runner without a transaction': idleRunner.manager,
-      }),
       async close() {
-        await idleRunner.release();
-        await dataSource.destroy();
+        await calls.close();
         await listenPool.end();
       },
     };
@@ -93,59 +105,30 @@ for (const type of ['mysql', 'mariadb'] as const) {
     async open(target) {
       if (target.kind !== 'mysql') throw new Error('mysql only');
       const dataSource = await new DataSource({ type, url: target.url, poolSize: 4 }).initialize();
-      const idleRunner = dataSource.createQueryRunner();
-      return {
-        database: typeorm(dataSource),
-        transaction: (fn) => dataSource.transaction(async (manager) => fn(manager)),
-        async rollback(fn) {
-          const runner = dataSource.createQueryRunner();
-          await runner.connect();
-          await runner.startTransaction();
-          try {
-            await fn(runner.manager);
-          } finally {
-            await runner.rollbackTransaction();
-            await runner.release();
-          }
-        },
-        notTransactions: () => ({
-          'the DataSource': dataSource,
-          'dataSource.manager': dataSource.manager,
-          'a query runner without a transaction': idleRunner,
-          'the manager of a query runner without a transaction': idleRunner.manager,
-        }),
-        async close() {
-          await idleRunner.release();
-          await dataSource.destroy();
-        },
-      };
+      return { ...onDataSource(dataSource), database: typeorm(dataSource) };
     },
   });
 }
 
 describe('TypeORM on MySQL', () => {
-  test('the dialect comes from the DataSource type; the option must agree with it', async () => {
-    const fixture = await mariadbFixture(1);
-    const dataSource = new DataSource({ type: 'mariadb', url: fixture.url });
-    try {
-      expect(typeorm(dataSource).dialect.name).toBe('mysql');
-      expect(typeorm(dataSource, { dialect: 'mysql' }).dialect.name).toBe('mysql');
-      expect(() => typeorm(dataSource, { dialect: 'postgres' })).toThrow(
-        expect.objectContaining({
-          code: 'INVALID_OPTIONS',
-          message: expect.stringMatching(/"typeorm.dialect"/),
-        }),
-      );
-      const sqlite = new DataSource({ type: 'better-sqlite3', database: ':memory:' });
-      expect(() => typeorm(sqlite)).toThrow(
-        expect.objectContaining({
-          code: 'DATABASE_UNSUPPORTED',
-          message: expect.stringMatching(/"better-sqlite3"/),
-        }),
-      );
-    } finally {
-      await fixture.close();
-    }
+  test('the dialect comes from the DataSource type; the option must agree with it', () => {
+    // Not initialized: the adapter reads only the DataSource's options.
+    const dataSource = new DataSource({ type: 'mariadb', url: 'mysql://root@127.0.0.1:3306/test' });
+    expect(typeorm(dataSource).dialect.name).toBe('mysql');
+    expect(typeorm(dataSource, { dialect: 'mysql' }).dialect.name).toBe('mysql');
+    expect(() => typeorm(dataSource, { dialect: 'postgres' })).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_OPTIONS',
+        message: expect.stringMatching(/"typeorm.dialect"/),
+      }),
+    );
+    const sqlite = new DataSource({ type: 'better-sqlite3', database: ':memory:' });
+    expect(() => typeorm(sqlite)).toThrow(
+      expect.objectContaining({
+        code: 'DATABASE_UNSUPPORTED',
+        message: expect.stringMatching(/"better-sqlite3"/),
+      }),
+    );
   });
 
   test('the relay side runs its transactions at READ COMMITTED, whatever the DataSource says', async () => {
@@ -157,17 +140,7 @@ describe('TypeORM on MySQL', () => {
       isolationLevel: 'SERIALIZABLE',
     }).initialize();
     try {
-      const database = typeorm(dataSource);
-      await database.execute({ text: 'CREATE TABLE isolation_probe (id INT PRIMARY KEY)', values: [] });
-      // The transaction's own level, as InnoDB lists it once the transaction has read a table.
-      const [, rows] = await database.executeAtomically([
-        { text: 'SELECT id FROM isolation_probe', values: [] },
-        {
-          text: 'SELECT trx_isolation_level AS level FROM information_schema.INNODB_TRX WHERE trx_mysql_thread_id = CONNECTION_ID()',
-          values: [],
-        },
-      ]);
-      expect(rows).toEqual([{ level: 'READ COMMITTED' }]);
+      expect(await relayTransactionIsolation(typeorm(dataSource))).toBe('READ COMMITTED');
     } finally {
       await dataSource.destroy();
       await fixture.close();

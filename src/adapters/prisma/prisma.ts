@@ -7,6 +7,7 @@ import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
 import { explainingFailedTransaction, hasErrorCode } from '../shared/failed-transaction.js';
+import { chooseOrmDialect, type OrmDialectName } from '../shared/choose-dialect.js';
 import { plainMysqlRows } from './mysql-values.js';
 
 interface PrismaRawQueries {
@@ -48,7 +49,7 @@ export interface PrismaOptions extends DataLayerOptions {
 }
 
 /** The providers outboxer runs on, and the dialect of each. */
-const DIALECT_OF_PROVIDER = new Map<string, 'postgres' | 'mysql'>([
+const DIALECT_OF_PROVIDER = new Map<string, OrmDialectName>([
   ['postgresql', 'postgres'],
   ['postgres', 'postgres'],
   ['mysql', 'mysql'],
@@ -141,23 +142,14 @@ export function prisma(
 }
 
 function chooseDialect(provider: string | undefined, name: unknown): Dialect {
-  if (name !== undefined && name !== 'postgres' && name !== 'mysql') {
-    throw invalidOption('prisma.dialect', '"postgres" or "mysql"', name);
-  }
-  const detected = provider === undefined ? name : DIALECT_OF_PROVIDER.get(provider);
+  const detected = provider === undefined ? undefined : DIALECT_OF_PROVIDER.get(provider);
   if (detected === undefined && provider !== undefined) {
     throw new OutboxerError(
       'DATABASE_UNSUPPORTED',
       `prisma(client): outboxer supports Prisma on PostgreSQL (provider "postgresql") and on MySQL or MariaDB (provider "mysql"); this client is for ${provider}.`,
     );
   }
-  if (name !== undefined && name !== detected) {
-    throw new OutboxerError(
-      'INVALID_OPTIONS',
-      `Option "prisma.dialect" is "${String(name)}", but the client was generated for ${provider} (${detected}): leave the option out, or make them agree.`,
-    );
-  }
-  return detected === 'mysql' ? mysqlDialect : postgresDialect;
+  return chooseOrmDialect('prisma.dialect', name, detected, `the client was generated for ${provider}`);
 }
 
 async function runOnPostgres(client: PrismaRawQueries, query: SqlQuery): Promise<Row[]> {

@@ -2,11 +2,11 @@ import type { DatabaseAdapter, Dialect, Row, SqlQuery } from '../../core/databas
 import { OutboxerError } from '../../core/errors.js';
 import { invalidOption } from '../../core/options.js';
 import { mysqlDialect } from '../../dialects/mysql/mysql-dialect.js';
-import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
 import { explainingFailedTransaction } from '../shared/failed-transaction.js';
 import { autocommitting } from '../shared/mysql-results.js';
+import { chooseOrmDialect, type OrmDialectName } from '../shared/choose-dialect.js';
 
 /** The part of a TypeORM `QueryRunner` outboxer uses. */
 export interface TypeOrmQueryRunner {
@@ -61,7 +61,7 @@ export interface TypeOrmOptions extends DataLayerOptions {
 }
 
 /** The DataSource types outboxer runs on, and the dialect of each. */
-const DIALECT_OF_TYPE = new Map<string, 'postgres' | 'mysql'>([
+const DIALECT_OF_TYPE = new Map<string, OrmDialectName>([
   ['postgres', 'postgres'],
   ['mysql', 'mysql'],
   ['mariadb', 'mysql'],
@@ -145,23 +145,14 @@ export function typeorm(
 }
 
 function chooseDialect(type: string | undefined, name: unknown): Dialect {
-  if (name !== undefined && name !== 'postgres' && name !== 'mysql') {
-    throw invalidOption('typeorm.dialect', '"postgres" or "mysql"', name);
-  }
-  const detected = type === undefined ? name : DIALECT_OF_TYPE.get(type);
+  const detected = type === undefined ? undefined : DIALECT_OF_TYPE.get(type);
   if (detected === undefined && type !== undefined) {
     throw new OutboxerError(
       'DATABASE_UNSUPPORTED',
       `typeorm(dataSource): outboxer supports TypeORM on PostgreSQL (type "postgres") and on MySQL or MariaDB (type "mysql" or "mariadb"); this DataSource is "${type}".`,
     );
   }
-  if (name !== undefined && name !== detected) {
-    throw new OutboxerError(
-      'INVALID_OPTIONS',
-      `Option "typeorm.dialect" is "${String(name)}", but the DataSource is of type "${type}" (${detected}): leave the option out, or make them agree.`,
-    );
-  }
-  return detected === 'mysql' ? mysqlDialect : postgresDialect;
+  return chooseOrmDialect('typeorm.dialect', name, detected, `the DataSource is of type "${type}"`);
 }
 
 function transactionRunner(tx: TypeOrmTransaction): TypeOrmQueryRunner {
