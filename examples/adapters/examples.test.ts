@@ -13,19 +13,22 @@ interface ExampleResult {
 
 const expected = [{ type: 'OrderPlaced', groupKey: 'order:1', payload: { orderId: 1, total: 4200 } }];
 
-// Runs each documented adapter example (Postgres or MariaDB, each in a database of its own;
-// better-sqlite3 and node:sqlite in memory): the committed order's event is relayed, the rolled-back one is not, and the outbox ends
-// empty.
+// Runs each documented adapter example (Postgres and MariaDB, each in a database of its own;
+// better-sqlite3 and node:sqlite in memory): the committed order's event is relayed, the rolled-back
+// one is not, and the outbox ends empty.
 test.each([
   'pg',
   'better-sqlite3',
   ...(nodeSqliteMissing === undefined ? ['node-sqlite'] : []),
   'postgres-js',
   'kysely',
+  'kysely-mysql',
   'drizzle',
+  'drizzle-mysql',
   'prisma/example',
   'prisma/mysql/example',
   'knex',
+  'knex-mysql',
   'typeorm',
   'typeorm-mysql',
   'mikro-orm',

@@ -8,8 +8,6 @@ import pg from 'pg';
 import { describe, expect, test } from 'vitest';
 import { nodePostgres } from 'outboxer/pg';
 import { prisma, type PrismaClientLike, type PrismaTransactionClient } from 'outboxer/prisma';
-import { mariadbFixture } from '../support/databases.js';
-import { relayTransactionIsolation } from '../support/mysql-isolation.js';
 import { adapterBehaviour } from './behaviour.js';
 import { loadPrismaClient, type GeneratedPrismaClient } from './prisma/client.js';
 
@@ -128,20 +126,6 @@ describe('Prisma on MySQL', () => {
       expect(Number(row!.total)).toBe(2);
     } finally {
       await client.$disconnect();
-    }
-  });
-
-  test('the relay side runs its transactions at READ COMMITTED', async () => {
-    const fixture = await mariadbFixture(1);
-    const { PrismaClient } = await loadPrismaClient('mysql');
-    const client = new PrismaClient({
-      adapter: new PrismaMariaDb(fixture.url),
-    });
-    try {
-      expect(await relayTransactionIsolation(prisma(client))).toBe('READ COMMITTED');
-    } finally {
-      await client.$disconnect();
-      await fixture.close();
     }
   });
 });

@@ -6,8 +6,7 @@ import { describe, expect, test } from 'vitest';
 import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { typeorm, type TypeOrmTransaction } from 'outboxer/typeorm';
-import { DATABASE_URL, mariadbFixture, postgresFixture } from '../support/databases.js';
-import { relayTransactionIsolation } from '../support/mysql-isolation.js';
+import { DATABASE_URL, postgresFixture } from '../support/databases.js';
 import { adapterBehaviour, type Opened } from './behaviour.js';
 
 /** The harness's calls on an initialized DataSource: its transactions, and what is not one. */
@@ -129,21 +128,5 @@ describe('TypeORM on MySQL', () => {
         message: expect.stringMatching(/"better-sqlite3"/),
       }),
     );
-  });
-
-  test('the relay side runs its transactions at READ COMMITTED, whatever the DataSource says', async () => {
-    const fixture = await mariadbFixture(1);
-    const dataSource = await new DataSource({
-      type: 'mysql',
-      url: fixture.url,
-      poolSize: 1,
-      isolationLevel: 'SERIALIZABLE',
-    }).initialize();
-    try {
-      expect(await relayTransactionIsolation(typeorm(dataSource))).toBe('READ COMMITTED');
-    } finally {
-      await dataSource.destroy();
-      await fixture.close();
-    }
   });
 });

@@ -8,10 +8,13 @@ import type { EntityManager as CoreEntityManager } from '@mikro-orm/core';
 import type { EntityManager as PostgresEntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { ITXClientDenyList, getPrismaClient } from '@prisma/client/runtime/client';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
+import type { MySql2Database } from 'drizzle-orm/mysql2';
 import type { NodePgDatabase } from 'drizzle-orm/node-postgres';
 import type { PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import type { Knex } from 'knex';
 import type { ControlledTransaction, Kysely, Transaction } from 'kysely';
+import type { Pool as MysqlCallbackPool } from 'mysql2';
+import type { Pool as MysqlPool } from 'mysql2/promise';
 import type pg from 'pg';
 import type { DatabaseSync } from 'node:sqlite';
 import type postgres from 'postgres';
@@ -57,6 +60,8 @@ export async function drizzleTypes(
   pgDb: NodePgDatabase & { $client: pg.Pool },
   jsDb: PostgresJsDatabase & { $client: postgres.Sql },
   sqliteDb: BetterSQLite3Database & { $client: import('better-sqlite3').Database },
+  mysqlDb: MySql2Database & { $client: MysqlCallbackPool },
+  mysqlPromiseDb: MySql2Database & { $client: MysqlPool },
 ) {
   const onPostgres = new Outboxer({ database: drizzle(pgDb), outboxes });
   const pgTx = null as unknown as Parameters<Parameters<typeof pgDb.transaction>[0]>[0];
@@ -68,6 +73,15 @@ export async function drizzleTypes(
   const onPostgresJs = new Outboxer({ database: drizzle(jsDb), outboxes });
   await jsDb.transaction(async (tx) => onPostgresJs.publish(tx, 'orders', {}));
 
+  const onMysql = new Outboxer({ database: drizzle(mysqlDb), outboxes });
+  await mysqlDb.transaction(async (tx) => {
+    expectTypeOf(onMysql.publish(tx, 'orders', {})).toEqualTypeOf<Promise<number>>();
+  });
+  // @ts-expect-error the Drizzle MySQL database is not a transaction (it has no rollback())
+  await onMysql.publish(mysqlDb, 'orders', {});
+  const onMysqlPromisePool = new Outboxer({ database: drizzle(mysqlPromiseDb), outboxes });
+  await mysqlPromiseDb.transaction(async (tx) => onMysqlPromisePool.publish(tx, 'orders', {}));
+
   const onSqlite = new Outboxer({ database: drizzle(sqliteDb), outboxes });
   // Synchronous: the id itself, not a promise, inside a synchronous transaction.
   const id = sqliteDb.transaction((tx) => onSqlite.publish(tx, 'orders', {}));
@@ -76,6 +90,10 @@ export async function drizzleTypes(
   onSqlite.publish(sqliteDb, 'orders', {});
   // @ts-expect-error a SQLite transaction does not belong to a Postgres outboxer
   sqliteDb.transaction((tx) => onPostgres.publish(tx, 'orders', {}));
+  // @ts-expect-error nor to a MySQL one
+  sqliteDb.transaction((tx) => onMysql.publish(tx, 'orders', {}));
+  // @ts-expect-error a MySQL transaction does not belong to a SQLite outboxer
+  await mysqlDb.transaction(async (tx) => onSqlite.publish(tx, 'orders', {}));
 }
 
 export function nodeSqliteTypes(db: DatabaseSync) {

@@ -127,9 +127,17 @@ async function pack(): Promise<string> {
 /** The scratch app: the tarball and every package some guide names, then one folder per guide. */
 async function install(tarball: string): Promise<void> {
   mkdirSync(app);
+  // The repository's overrides too: what a user of the same libraries does (TypeORM 1.1 still
+  // declares better-sqlite3 ^12 and ioredis ^5 as peers, which the current lines do not satisfy).
+  // A `$name` reference names the version installed here (the scratch app declares no dependencies).
+  const overrides = JSON.parse(
+    JSON.stringify(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).overrides ?? {}),
+    (_key, value: unknown) =>
+      typeof value === 'string' && value.startsWith('$') ? versionOf(value.slice(1)) : value,
+  ) as unknown;
   writeFileSync(
     join(app, 'package.json'),
-    JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }),
+    JSON.stringify({ name: 'scratch-app', private: true, type: 'module', overrides }),
   );
   const named = [...new Set(guides.flatMap((guide) => guide.packages))].filter((name) => name !== 'outboxer');
   // --ignore-scripts: the one native addon is copied below; nothing else needs its install script.
@@ -137,7 +145,8 @@ async function install(tarball: string): Promise<void> {
     ['install', '--ignore-scripts', '--prefer-offline', tarball, ...named.map((n) => `${n}@${versionOf(n)}`)],
     app,
   );
-  if (named.includes('better-sqlite3')) {
+  // better-sqlite3 13 loads the prebuilt binary in its package; an older line needs the one built here.
+  if (named.includes('better-sqlite3') && existsSync(join(root, 'node_modules/better-sqlite3/build'))) {
     cpSync(join(root, 'node_modules/better-sqlite3/build'), join(app, 'node_modules/better-sqlite3/build'), {
       recursive: true,
     });
@@ -218,7 +227,8 @@ describe.each(examples)('$file ($guide.doc)', ({ guide, file }) => {
         'imported, not installed',
       ).toEqual([]);
 
-      // DATABASE_URL names a Postgres database, or a MariaDB one for a MySQL example.
+      // A MySQL example (`kysely-mysql.ts`, `prisma/mysql/example.ts`) gets a MariaDB database of its
+      // own, every other a Postgres one.
       await scratchDatabaseFor(file)(async (url) => {
         const command = file.endsWith('.test.ts')
           ? [join(guide.dir, 'node_modules/vitest/vitest.mjs'), 'run', file]

@@ -49,30 +49,29 @@ async function onDefaultDatabase(work: (client: pg.Client) => Promise<unknown>):
 }
 
 /**
- * Runs `run` with the URL of a new, empty MariaDB database (utf8mb4 with a binary collation, as
- * outboxer's tables are), then drops it: the MySQL examples' {@link withScratchDatabase}.
+ * Runs `run` with the URL of a new, empty MySQL/MariaDB database (utf8mb4 with a binary collation,
+ * as outboxer's tables are) on the server of OUTBOXER_TEST_MARIADB_URL, then drops it (even when
+ * `run` throws): the MySQL examples' counterpart of {@link withScratchDatabase}.
  */
-export async function withScratchMariaDb<T>(run: (url: string) => Promise<T>): Promise<T> {
+export async function withScratchMysqlDatabase<T>(run: (url: string) => Promise<T>): Promise<T> {
   const name = `outboxer_scratch_${process.pid}_${randomBytes(4).toString('hex')}`;
-  const onServer = async (text: string) => {
-    const connection = await mysql.createConnection({ uri: MARIADB_URL });
-    try {
-      await connection.query(text);
-    } finally {
-      await connection.end();
-    }
-  };
-  await onServer(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`);
+  const admin = await mysql.createConnection({ uri: MARIADB_URL });
   try {
+    await admin.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`);
     const url = new URL(MARIADB_URL);
     url.pathname = `/${name}`;
     return await run(url.href);
   } finally {
-    await onServer(`DROP DATABASE IF EXISTS \`${name}\``);
+    await admin.query(`DROP DATABASE IF EXISTS \`${name}\``);
+    await admin.end();
   }
 }
 
-/** The scratch database an example runs in: MariaDB for a MySQL example (its file name says so). */
+/**
+ * The scratch database an example runs in, from its path: a MySQL one for a MySQL example (its
+ * name or folder says `mysql`: `kysely-mysql.ts`, `prisma/mysql/example.ts`), a Postgres one
+ * otherwise.
+ */
 export function scratchDatabaseFor(file: string): <T>(run: (url: string) => Promise<T>) => Promise<T> {
-  return /mysql/.test(file) ? withScratchMariaDb : withScratchDatabase;
+  return /mysql/.test(file) ? withScratchMysqlDatabase : withScratchDatabase;
 }

@@ -2,11 +2,11 @@ import type { DatabaseAdapter, Dialect, Row, SqlQuery } from '../../core/databas
 import { OutboxerError } from '../../core/errors.js';
 import { invalidOption } from '../../core/options.js';
 import { mysqlDialect } from '../../dialects/mysql/mysql-dialect.js';
-import { NO_SUCH_SAVEPOINT, transactionProbe } from '../../dialects/mysql/publish.js';
 import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
-import { explainingFailedTransaction, hasErrorCode } from '../shared/failed-transaction.js';
+import { explainingFailedTransaction } from '../shared/failed-transaction.js';
+import { checkTransactionWithSavepoint } from '../shared/mysql-results.js';
 import { chooseOrmDialect, type OrmDialectName } from '../shared/choose-dialect.js';
 import { plainMysqlRows } from './mysql-values.js';
 
@@ -105,8 +105,8 @@ export function prisma(
     maxWait: 10_000,
     timeout: 60_000,
     ...options?.transactionOptions,
-    // MySQL: READ COMMITTED locks the rows a statement changes without the gaps beside them, as
-    // the mysql2 adapter explains; Postgres' default is READ COMMITTED already.
+    // MySQL: READ COMMITTED (ENGINE_ISOLATION_LEVEL in adapters/shared/mysql-results.ts) locks the
+    // rows a statement changes without the gaps beside them; Postgres' default is READ COMMITTED.
     ...(mysql ? { isolationLevel: 'ReadCommitted' as const } : {}),
   };
   const own: EngineSide = {
@@ -168,20 +168,14 @@ async function runOnMysql(client: PrismaRawQueries, query: SqlQuery): Promise<Ro
 }
 
 /**
- * A statement where work begins in the caller's transaction, after a check that the transaction is
- * still open: Prisma does not pass on the server status of a reply, and after InnoDB rolled the
- * transaction back on a deadlock, Prisma's `tx` runs each statement on its own, in autocommit.
+ * A statement where work begins in the caller's transaction, after the savepoint probe: Prisma
+ * passes on no server status, and after InnoDB rolled the transaction back on a deadlock, Prisma's
+ * `tx` runs each statement on its own, in autocommit.
  */
 async function checkedOnMysql(tx: PrismaRawQueries, query: SqlQuery): Promise<Row[]> {
-  try {
-    for (const probe of transactionProbe) await tx.$executeRawUnsafe(probe.text);
-  } catch (error) {
-    if (!hasErrorCode(error, String(NO_SUCH_SAVEPOINT))) throw error;
-    throw new OutboxerError(
-      'NOT_IN_TRANSACTION',
-      'publish() was given a Prisma tx whose transaction the server already ended (InnoDB rolls a transaction back on a deadlock, and Prisma then runs each statement of the tx on its own). Retry the transaction from the start, so the message commits with your change.',
-      { cause: error },
-    );
-  }
+  await checkTransactionWithSavepoint(
+    (probe) => tx.$executeRawUnsafe(probe.text),
+    'Publish with the tx of prisma.$transaction(async (tx) => ...)',
+  );
   return runOnMysql(tx, query);
 }

@@ -22,15 +22,14 @@ export function failedTransaction(cause?: unknown): OutboxerError {
  * `code`, a driver adapter's `driverAdapterError.cause.originalCode`).
  */
 export function explainFailedTransaction(error: unknown): unknown {
-  return hasErrorCode(error, IN_FAILED_SQL_TRANSACTION) ? failedTransaction(error) : error;
+  return hasCode(error, IN_FAILED_SQL_TRANSACTION, 0) ? failedTransaction(error) : error;
 }
 
-/** True when `error` carries the database's error `code` (as text), where any library keeps it (above). */
-export function hasErrorCode(value: unknown, code: string, depth = 0): boolean {
+function hasCode(value: unknown, code: string, depth: number): boolean {
   if (typeof value !== 'object' || value === null || depth > 6) return false;
   const { code: own, originalCode, cause, meta, driverAdapterError } = value as Record<string, unknown>;
   if (own === code || originalCode === code) return true;
-  return [cause, meta, driverAdapterError].some((inner) => hasErrorCode(inner, code, depth + 1));
+  return [cause, meta, driverAdapterError].some((inner) => hasCode(inner, code, depth + 1));
 }
 
 /** The rows of a publish's statement, with Postgres' 25P02 rejection as {@link failedTransaction}. */

@@ -5,7 +5,7 @@ import { mysqlDialect } from '../../dialects/mysql/mysql-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
 import { explainingFailedTransaction } from '../shared/failed-transaction.js';
-import { autocommitting } from '../shared/mysql-results.js';
+import { mysqlRows, mysqlRowsInTransaction } from '../shared/mysql-results.js';
 import { chooseOrmDialect, type OrmDialectName } from '../shared/choose-dialect.js';
 
 /** The part of a TypeORM `QueryRunner` outboxer uses. */
@@ -116,8 +116,8 @@ export function typeorm(
       const runner = dataSource.createQueryRunner();
       try {
         await runner.connect();
-        // MySQL: READ COMMITTED locks the rows a statement changes without the gaps beside them,
-        // as the mysql2 adapter explains; Postgres' default is READ COMMITTED already.
+        // MySQL: READ COMMITTED (ENGINE_ISOLATION_LEVEL in adapters/shared/mysql-results.ts) locks
+        // the rows a statement changes without the gaps beside them; Postgres' default already.
         await (mysql ? runner.startTransaction('READ COMMITTED') : runner.startTransaction());
         try {
           const results: Row[][] = [];
@@ -192,27 +192,22 @@ async function runOnPostgres(runner: TypeOrmQueryRunner, query: SqlQuery): Promi
 
 /**
  * On MySQL the rows of a SELECT are `raw` itself (and `records` a copy); any other statement's
- * `raw` is its result header, and `records` empty.
+ * `raw` is mysql2's result header, and `records` empty.
  */
 async function runOnMysql(runner: TypeOrmQueryRunner, query: SqlQuery): Promise<Row[]> {
-  const result = await runner.query(query.text, [...query.values], true);
-  return Array.isArray(result.raw) ? (result.raw as Row[]) : [];
+  return mysqlRows((await runner.query(query.text, [...query.values], true)).raw);
 }
 
 /**
- * A publish's statement on MySQL, refused when its result header shows the connection outside a
- * transaction. TypeORM still counts a transaction active after InnoDB rolled it back on a deadlock
- * (or after a `ROLLBACK` sent through `query()`), and the statements after it would autocommit.
- * The dialect's publish starts with a statement that writes nothing (`SET`), so this is seen
- * before anything is written.
+ * A statement in the caller's transaction on MySQL, refused when its result header shows the
+ * connection outside a transaction (see mysqlRowsInTransaction). TypeORM still counts a
+ * transaction active after InnoDB rolled it back on a deadlock (or after a `ROLLBACK` sent through
+ * `query()`), and the statements after it would autocommit.
  */
 async function publishOnMysql(runner: TypeOrmQueryRunner, query: SqlQuery): Promise<Row[]> {
   const result = await runner.query(query.text, [...query.values], true);
-  if (autocommitting(result.raw)) {
-    throw new OutboxerError(
-      'NOT_IN_TRANSACTION',
-      'publish() was given a TypeORM EntityManager or QueryRunner whose transaction the server already ended (InnoDB rolls a transaction back on a deadlock; TypeORM still counts it active). Retry the transaction from the start, so the message commits with your change.',
-    );
-  }
-  return Array.isArray(result.raw) ? (result.raw as Row[]) : [];
+  return mysqlRowsInTransaction(
+    result.raw,
+    'Publish with the manager of dataSource.transaction(async (manager) => ...) (TypeORM still counts a transaction active after the server ended it)',
+  );
 }

@@ -85,7 +85,8 @@ export function insert(
 
 /**
  * Whether the connection is inside a transaction, for an adapter whose library passes on neither
- * the server status of a reply nor a way to ask (Prisma): outside one, MySQL and MariaDB commit
+ * the server status of a reply nor a way to ask (Kysely, Prisma), run before a statement marked
+ * `checksTransaction` by adapters/shared/mysql-results.ts: outside one, MySQL and MariaDB commit
  * the SAVEPOINT at once (it is gone), and the RELEASE fails with {@link NO_SUCH_SAVEPOINT},
  * having written nothing. (MariaDB's `@@in_transaction` would say it in one statement; MySQL 8
  * has no such variable.)
