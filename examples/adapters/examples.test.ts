@@ -1,8 +1,9 @@
+import { dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { generatePrismaClient } from '../../test/adapters/prisma/client.js';
 import { nodeSqliteMissing } from '../../test/support/node-sqlite.js';
-import { withScratchDatabase, withScratchMysqlDatabase } from '../../test/support/scratch-database.js';
+import { scratchDatabaseFor, withScratchDatabase } from '../../test/support/scratch-database.js';
 
 /** What every example returns: what the relay received, and the outbox counts at the end. */
 interface ExampleResult {
@@ -25,19 +26,20 @@ test.each([
   'drizzle',
   'drizzle-mysql',
   'prisma/example',
+  'prisma/mysql/example',
   'knex',
   'knex-mysql',
   'typeorm',
+  'typeorm-mysql',
   'mikro-orm',
 ])('the %s example relays the committed order only', async (name) => {
   // What `npx prisma generate` does in an application: the example imports the generated client.
   if (name.startsWith('prisma/')) {
-    generatePrismaClient(fileURLToPath(new URL('./prisma/schema.prisma', import.meta.url)));
+    generatePrismaClient(fileURLToPath(new URL(`./${dirname(name)}/schema.prisma`, import.meta.url)));
   }
   const { main } = (await import(`./${name}.js`)) as { main: (url?: string) => Promise<ExampleResult> };
   const inMemory = name === 'better-sqlite3' || name === 'node-sqlite';
-  const scratch = name.endsWith('-mysql') ? withScratchMysqlDatabase : withScratchDatabase;
-  const result = inMemory ? await main() : await scratch((url) => main(url));
+  const result = inMemory ? await main() : await scratchDatabaseFor(name)((url) => main(url));
   expect(result.delivered).toEqual(expected);
   expect(result.counts).toMatchObject({ pending: 0, dead: 0 });
 });

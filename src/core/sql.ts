@@ -24,11 +24,15 @@ export interface SqlQuery {
    */
   readonly rowless?: boolean;
   /**
-   * A statement that writes nothing, sent first by a publish on MySQL so that the adapter can tell
-   * from the server's reply (its result header) whether a transaction is open. An adapter whose
-   * library keeps that reply to itself checks another way in its place (Kysely: a savepoint).
+   * This statement begins work in the caller's transaction (a publish's first statement on MySQL,
+   * the inbox's savepoint), before anything is written: an adapter checks here that the
+   * transaction is still open. MySQL runs a statement outside a transaction in autocommit, and
+   * InnoDB rolls a whole transaction back on a deadlock, after which the library's transaction
+   * object runs each statement on its own. An adapter whose library passes on the reply's result
+   * header (mysql2, Knex, Drizzle, TypeORM) reads the server status of every reply and needs no
+   * flag; one that keeps it to itself (Kysely, Prisma) runs a savepoint probe before this statement.
    */
-  readonly transactionCheck?: boolean;
+  readonly checksTransaction?: boolean;
 }
 
 export type Row = Record<string, unknown>;

@@ -1,11 +1,14 @@
 /**
- * The relay side's transactions on MySQL run at READ COMMITTED through every adapter, whatever the
- * server's default (REPEATABLE READ on MariaDB and MySQL): under REPEATABLE READ a settle's searches
- * lock the gaps between index entries too, and a publisher inserting into such a gap waits for it.
+ * The relay side's transactions on MySQL run at READ COMMITTED through every adapter (mysql2,
+ * Kysely, Drizzle, Knex, TypeORM, Prisma), whatever the server's default (REPEATABLE READ on
+ * MariaDB and MySQL) or the library's setting: under REPEATABLE READ a settle's searches lock the
+ * gaps between index entries too, and a publisher inserting into such a gap waits for it.
  * Seen from inside one `executeAtomically`: a row committed by another connection after the
  * transaction's first read is visible to its next read at READ COMMITTED, invisible at REPEATABLE
  * READ (which reads the first read's snapshot).
  */
+import 'reflect-metadata';
+import { PrismaMariaDb } from '@prisma/adapter-mariadb';
 import { drizzle as drizzleMysql2 } from 'drizzle-orm/mysql2';
 import { Kysely, MysqlDialect } from 'kysely';
 import createKnex from 'knex';
@@ -16,24 +19,29 @@ import { drizzle } from 'outboxer/drizzle';
 import { knex } from 'outboxer/knex';
 import { kysely } from 'outboxer/kysely';
 import { mysql2 } from 'outboxer/mysql2';
+import { prisma } from 'outboxer/prisma';
+import { typeorm } from 'outboxer/typeorm';
+import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { mariadbFixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
+import { loadPrismaClient } from './prisma/client.js';
 
 type Fixture = Awaited<ReturnType<typeof mariadbFixture>>;
 
 /** Each adapter over its library on the fixture's database, and how to close the library. */
-const adapters: Array<[string, (url: string) => { adapter: DatabaseAdapter; close(): Promise<unknown> }]> = [
+type Open = (url: string) => Promise<{ adapter: DatabaseAdapter; close(): Promise<unknown> }>;
+const adapters: Array<[string, Open]> = [
   [
     'mysql2',
-    (url) => {
+    async (url) => {
       const pool = mysql.createPool({ uri: url, connectionLimit: 2 });
       return { adapter: mysql2(pool), close: () => pool.end() };
     },
   ],
   [
     'Kysely',
-    (url) => {
+    async (url) => {
       const db = new Kysely({
         dialect: new MysqlDialect({ pool: createPool({ uri: url, connectionLimit: 2 }) }),
       });
@@ -43,16 +51,38 @@ const adapters: Array<[string, (url: string) => { adapter: DatabaseAdapter; clos
   [
     // Drizzle's relay side is outboxer/mysql2 on the pool it wraps: a pool of mysql2's callback API here.
     'Drizzle',
-    (url) => {
+    async (url) => {
       const pool = createPool({ uri: url, connectionLimit: 2 });
       return { adapter: drizzle(drizzleMysql2(pool)), close: () => pool.promise().end() };
     },
   ],
   [
     'Knex',
-    (url) => {
+    async (url) => {
       const db = createKnex({ client: 'mysql2', connection: url, pool: { min: 0, max: 2 } });
       return { adapter: knex(db), close: () => db.destroy() };
+    },
+  ],
+  [
+    // The DataSource's own isolation level (REPEATABLE READ, set here) is not the relay side's.
+    'TypeORM',
+    async (url) => {
+      const dataSource = new DataSource({
+        type: 'mysql',
+        url,
+        poolSize: 2,
+        isolationLevel: 'REPEATABLE READ',
+      });
+      await dataSource.initialize();
+      return { adapter: typeorm(dataSource), close: () => dataSource.destroy() };
+    },
+  ],
+  [
+    'Prisma',
+    async (url) => {
+      const { PrismaClient } = await loadPrismaClient('mysql');
+      const client = new PrismaClient({ adapter: new PrismaMariaDb(url) });
+      return { adapter: prisma(client), close: () => client.$disconnect() };
     },
   ],
 ];
@@ -70,7 +100,7 @@ test.each(adapters)(
   async (name, open) => {
     const seen = `seen_${name.toLowerCase()}`;
     await fixture.query(`CREATE TABLE ${seen} (id INT PRIMARY KEY)`);
-    const { adapter, close } = open(fixture.url);
+    const { adapter, close } = await open(fixture.url);
     // Holds the gate row, so that the batch's second statement waits there, after its first read.
     const holder = await fixture.pool.getConnection();
     try {

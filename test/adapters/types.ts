@@ -115,6 +115,9 @@ export async function prismaTypes(
   expectTypeOf(outboxer.publish(tx, 'orders', {})).toEqualTypeOf<Promise<number>>();
   // @ts-expect-error the PrismaClient is not an interactive transaction (it has $connect)
   await outboxer.publish(client, 'orders', {});
+  prisma(client, { dialect: 'mysql' });
+  // @ts-expect-error Prisma runs on Postgres and MySQL/MariaDB only
+  prisma(client, { dialect: 'sqlite' });
 }
 
 export async function knexTypes(db: Knex, trx: Knex.Transaction) {
@@ -134,6 +137,9 @@ export async function typeormTypes(dataSource: DataSource, manager: EntityManage
   await outboxer.publish(dataSource, 'orders', {});
   // dataSource.manager has the type of a transaction's manager: refused at run time instead.
   await outboxer.publish(dataSource.manager, 'orders', {});
+  typeorm(dataSource, { dialect: 'mysql' });
+  // @ts-expect-error TypeORM runs on Postgres and MySQL/MariaDB only
+  typeorm(dataSource, { dialect: 'sqlite' });
 }
 
 export async function mikroOrmTypes(orm: MikroORM, em: PostgresEntityManager, coreEm: CoreEntityManager) {

@@ -26,7 +26,7 @@ import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { nodeSqliteMissing } from '../support/node-sqlite.js';
-import { withScratchDatabase, withScratchMysqlDatabase } from '../support/scratch-database.js';
+import { scratchDatabaseFor } from '../support/scratch-database.js';
 import {
   allDocs,
   embeddedExamples,
@@ -227,9 +227,9 @@ describe.each(examples)('$file ($guide.doc)', ({ guide, file }) => {
         'imported, not installed',
       ).toEqual([]);
 
-      // A MySQL example (`*-mysql.ts`) gets a MariaDB database of its own, every other a Postgres one.
-      const scratch = file.endsWith('-mysql.ts') ? withScratchMysqlDatabase : withScratchDatabase;
-      await scratch(async (url) => {
+      // A MySQL example (`kysely-mysql.ts`, `prisma/mysql/example.ts`) gets a MariaDB database of its
+      // own, every other a Postgres one.
+      await scratchDatabaseFor(file)(async (url) => {
         const command = file.endsWith('.test.ts')
           ? [join(guide.dir, 'node_modules/vitest/vitest.mjs'), 'run', file]
           : [join(root, 'node_modules/tsx/dist/cli.mjs'), file];

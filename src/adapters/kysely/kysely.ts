@@ -66,8 +66,9 @@ export interface KyselyOptions extends DataLayerOptions {
  * returns a promise, as every Kysely query does. Postgres relays find new messages by polling
  * unless `notifications` is given (Kysely has no LISTEN): `kysely(db, { notifications: nodePostgres(pool) })`.
  * On MySQL, relays poll (MySQL has no LISTEN), the relay's transactions run at READ COMMITTED, and
- * each publish first checks with a savepoint that `trx` is still inside a transaction on the server
- * (Kysely does not pass on the server's status): one InnoDB rolled back after a deadlock is refused.
+ * each publish (and each inbox handle) first checks with a savepoint that `trx` is still inside a
+ * transaction on the server (Kysely does not pass on the server's status): one InnoDB rolled back
+ * after a deadlock is refused.
  *
  * @example
  * import { Kysely, PostgresDialect } from 'kysely';
@@ -115,16 +116,24 @@ export function kysely(
         );
       }
       const executor = tx.withoutPlugins();
-      if (dialect === mysqlDialect && query.transactionCheck === true) {
-        return checkTransactionWithSavepoint(
-          (probe) => run(executor, probe),
-          'Publish with the trx of db.transaction().execute(async (trx) => ...)',
-        );
-      }
+      if (dialect === mysqlDialect && query.checksTransaction === true)
+        return checkedOnMysql(executor, query);
       return explainingFailedTransaction(run(executor, query));
     },
     ...resolveRelaySide('kysely', dialect, own, options, ['dialect']),
   };
+}
+
+/**
+ * A statement where work begins in the caller's transaction on MySQL, after the savepoint probe:
+ * Kysely turns the reply's result header into counts, so its server status cannot be read.
+ */
+async function checkedOnMysql(executor: KyselyExecutorLike, query: SqlQuery): Promise<Row[]> {
+  await checkTransactionWithSavepoint(
+    (probe) => runOn(executor, probe, mysqlDialect),
+    'Publish with the trx of db.transaction().execute(async (trx) => ...)',
+  );
+  return runOn(executor, query, mysqlDialect);
 }
 
 async function runOn(executor: KyselyExecutorLike, query: SqlQuery, dialect: Dialect): Promise<Row[]> {
