@@ -46,6 +46,7 @@ describe('npm run bench, BENCH_QUICK=1', () => {
       'Pickup latency, `notify: true`',
       'peak RSS',
       'pg-boss',
+      'in order per key',
     ]) {
       expect(run.report).toContain(row);
     }
