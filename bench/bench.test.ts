@@ -47,6 +47,7 @@ describe('npm run bench, BENCH_QUICK=1', () => {
       'peak RSS',
       'pg-boss',
       'in order per key',
+      'Inbox `handle`, 1 message per transaction, 10 writers',
     ]) {
       expect(run.report).toContain(row);
     }

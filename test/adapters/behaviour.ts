@@ -322,9 +322,9 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
       });
       await outboxer.migrate();
       // Literal values: the effect's statement is the same text on every dialect (RETURNING, as
-      // Drizzle's SQLite transactions run queries that return rows).
+      // Drizzle's SQLite transactions run queries that return rows). m2 comes after m1 in group g.
       const handle = (tx: Tx, id: string, effect: string, fail = false) =>
-        outboxer.inbox('payments').handle(tx, { id }, () =>
+        outboxer.inbox('payments').handle(tx, { id, groupKey: 'g', sequence: id === 'm1' ? '2' : 1 }, () =>
           andThen(
             opened.database.executeInTransaction(tx, {
               text: `INSERT INTO ${effects} (effect) VALUES ('${effect}') RETURNING effect`,
@@ -357,6 +357,8 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
       expect(await opened.transaction((tx) => handle(tx, 'm2', 'three'))).toEqual({
         duplicate: false,
         value: 'three',
+        outOfOrder: true,
+        after: '2',
       });
       const rows = await raw.query(`SELECT effect FROM ${effects} ORDER BY effect`);
       expect(rows.map((row) => row.effect)).toEqual(['one', 'three']);

@@ -42,6 +42,7 @@ const run = promisify(execFile);
 const expectedOutput: Array<[RegExp, RegExp]> = [
   [/^examples\/quick-start\.ts$/, /delivered \{ orderId: 42 \}/],
   [/^examples\/inbox\.ts$/, /charges for order 42: 1/],
+  [/^examples\/inbox-order\.ts$/, /status of order 1: shipped/],
   [/^examples\/ordering\.ts$/, /strict, in the end: order:1 placed/],
   [/^examples\/adapters\//, /"type": "OrderPlaced"/],
   // Both messages of order 1, in order, as the broker's consumer saw them.
