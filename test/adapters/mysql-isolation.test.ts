@@ -15,15 +15,19 @@ import type { DatabaseAdapter } from 'outboxer';
 import { drizzle } from 'outboxer/drizzle';
 import { knex } from 'outboxer/knex';
 import { kysely } from 'outboxer/kysely';
+import { mikroOrm } from 'outboxer/mikro-orm';
 import { mysql2 } from 'outboxer/mysql2';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { mariadbFixture } from '../support/databases.js';
+import { mikroOrmMissing } from '../support/mikro-orm.js';
 import { waitUntil } from '../support/random.js';
 
 type Fixture = Awaited<ReturnType<typeof mariadbFixture>>;
 
+type Opened = { adapter: DatabaseAdapter; close(): Promise<unknown> };
+
 /** Each adapter over its library on the fixture's database, and how to close the library. */
-const adapters: Array<[string, (url: string) => { adapter: DatabaseAdapter; close(): Promise<unknown> }]> = [
+const adapters: Array<[string, (url: string) => Opened | Promise<Opened>]> = [
   [
     'mysql2',
     (url) => {
@@ -55,6 +59,24 @@ const adapters: Array<[string, (url: string) => { adapter: DatabaseAdapter; clos
       return { adapter: knex(db), close: () => db.destroy() };
     },
   ],
+  // MikroORM's relay side is outboxer/mysql2 on its driver's pool (where MikroORM 7 runs: Node 22.17+).
+  ...(mikroOrmMissing === undefined
+    ? [
+        [
+          'MikroORM',
+          async (url: string) => {
+            const { MikroORM } = await import('@mikro-orm/mysql');
+            const orm = new MikroORM({
+              clientUrl: url,
+              entities: [],
+              discovery: { warnWhenNoEntities: false },
+              pool: { min: 0, max: 2 },
+            });
+            return { adapter: mikroOrm(orm), close: () => orm.close(true) };
+          },
+        ] satisfies [string, (url: string) => Promise<Opened>],
+      ]
+    : []),
 ];
 
 let fixture: Fixture;
@@ -70,7 +92,7 @@ test.each(adapters)(
   async (name, open) => {
     const seen = `seen_${name.toLowerCase()}`;
     await fixture.query(`CREATE TABLE ${seen} (id INT PRIMARY KEY)`);
-    const { adapter, close } = open(fixture.url);
+    const { adapter, close } = await open(fixture.url);
     // Holds the gate row, so that the batch's second statement waits there, after its first read.
     const holder = await fixture.pool.getConnection();
     try {
