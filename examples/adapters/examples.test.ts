@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { expect, test } from 'vitest';
 import { generatePrismaClient } from '../../test/adapters/prisma/client.js';
+import { mikroOrmMissing } from '../../test/support/mikro-orm.js';
 import { nodeSqliteMissing } from '../../test/support/node-sqlite.js';
 import { withScratchDatabase, withScratchMysqlDatabase } from '../../test/support/scratch-database.js';
 
@@ -28,7 +29,7 @@ test.each([
   'knex',
   'knex-mysql',
   'typeorm',
-  'mikro-orm',
+  ...(mikroOrmMissing === undefined ? ['mikro-orm', 'mikro-orm-mysql'] : []),
 ])('the %s example relays the committed order only', async (name) => {
   // What `npx prisma generate` does in an application: the example imports the generated client.
   if (name.startsWith('prisma/')) {
@@ -60,6 +61,10 @@ test('running an example twice against the same database works (it leaves its ta
     expect(second.counts).toMatchObject({ pending: 0, dead: 0 });
   });
 });
+
+if (mikroOrmMissing !== undefined) {
+  test.skip(`the mikro-orm and mikro-orm-mysql examples: ${mikroOrmMissing}`, () => undefined);
+}
 
 if (nodeSqliteMissing !== undefined) {
   test.skip(`the node-sqlite example relays the committed order only: ${nodeSqliteMissing}`, () => undefined);
