@@ -18,20 +18,23 @@ import type { DatabaseAdapter } from 'outboxer';
 import { drizzle } from 'outboxer/drizzle';
 import { knex } from 'outboxer/knex';
 import { kysely } from 'outboxer/kysely';
+import { mikroOrm } from 'outboxer/mikro-orm';
 import { mysql2 } from 'outboxer/mysql2';
 import { prisma } from 'outboxer/prisma';
 import { typeorm } from 'outboxer/typeorm';
 import { DataSource } from 'typeorm';
 import { afterAll, beforeAll, expect, test } from 'vitest';
 import { mariadbFixture } from '../support/databases.js';
+import { mikroOrmMissing } from '../support/mikro-orm.js';
 import { waitUntil } from '../support/random.js';
 import { loadPrismaClient } from './prisma/client.js';
 
 type Fixture = Awaited<ReturnType<typeof mariadbFixture>>;
 
+type Opened = { adapter: DatabaseAdapter; close(): Promise<unknown> };
+
 /** Each adapter over its library on the fixture's database, and how to close the library. */
-type Open = (url: string) => Promise<{ adapter: DatabaseAdapter; close(): Promise<unknown> }>;
-const adapters: Array<[string, Open]> = [
+const adapters: Array<[string, (url: string) => Opened | Promise<Opened>]> = [
   [
     'mysql2',
     async (url) => {
@@ -85,6 +88,24 @@ const adapters: Array<[string, Open]> = [
       return { adapter: prisma(client), close: () => client.$disconnect() };
     },
   ],
+  // MikroORM's relay side is outboxer/mysql2 on its driver's pool (where MikroORM 7 runs: Node 22.17+).
+  ...(mikroOrmMissing === undefined
+    ? [
+        [
+          'MikroORM',
+          async (url: string) => {
+            const { MikroORM } = await import('@mikro-orm/mysql');
+            const orm = new MikroORM({
+              clientUrl: url,
+              entities: [],
+              discovery: { warnWhenNoEntities: false },
+              pool: { min: 0, max: 2 },
+            });
+            return { adapter: mikroOrm(orm), close: () => orm.close(true) };
+          },
+        ] satisfies [string, (url: string) => Promise<Opened>],
+      ]
+    : []),
 ];
 
 let fixture: Fixture;

@@ -5,6 +5,8 @@
  * `@ts-expect-error` fails the typecheck if the line below it ever compiles.
  */
 import type { EntityManager as CoreEntityManager } from '@mikro-orm/core';
+import type { EntityManager as MariaDbEntityManager, MikroORM as MariaDbMikroORM } from '@mikro-orm/mariadb';
+import type { EntityManager as MySqlEntityManager, MikroORM as MySqlMikroORM } from '@mikro-orm/mysql';
 import type { EntityManager as PostgresEntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { ITXClientDenyList, getPrismaClient } from '@prisma/client/runtime/client';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
@@ -149,6 +151,23 @@ export async function mikroOrmTypes(orm: MikroORM, em: PostgresEntityManager, co
   await outboxer.publish(coreEm, 'orders', {});
   // @ts-expect-error the MikroORM instance is not an EntityManager
   await outboxer.publish(orm, 'orders', {});
+}
+
+export async function mikroOrmMysqlTypes(
+  orm: MySqlMikroORM,
+  em: MySqlEntityManager,
+  maria: MariaDbMikroORM,
+  mariaEm: MariaDbEntityManager,
+) {
+  const outboxer = new Outboxer({ database: mikroOrm(orm), outboxes });
+  expectTypeOf(outboxer.publish(em, 'orders', {})).toEqualTypeOf<Promise<number>>();
+  await orm.em.fork().transactional(async (e) => outboxer.publish(e, 'orders', {}));
+  // @ts-expect-error the MikroORM instance is not an EntityManager
+  await outboxer.publish(orm, 'orders', {});
+  const onMariaDb = new Outboxer({ database: mikroOrm(maria, { dialect: 'mysql' }), outboxes });
+  await onMariaDb.publish(mariaEm, 'orders', {});
+  // @ts-expect-error SQLite is not a dialect of the MikroORM adapter
+  mikroOrm(maria, { dialect: 'sqlite' });
 }
 
 export async function pgTypes(pool: pg.Pool, client: pg.PoolClient) {

@@ -25,6 +25,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { mikroOrmMissing } from '../support/mikro-orm.js';
 import { nodeSqliteMissing } from '../support/node-sqlite.js';
 import { scratchDatabaseFor } from '../support/scratch-database.js';
 import {
@@ -217,9 +218,11 @@ test('every guide example type-checks against the packed package, strict', async
 }, 300_000);
 
 describe.each(examples)('$file ($guide.doc)', ({ guide, file }) => {
-  // node:sqlite's example needs the Node that has it (22.16+); CI runs this file on 24 and 22.
+  // node:sqlite's example needs the Node that has it (22.16+), MikroORM's the Node its engines
+  // field names (22.17+); CI runs this file on 24 and 22.
   const needsNodeSqlite = file.includes('node-sqlite') && nodeSqliteMissing !== undefined;
-  test.skipIf(needsNodeSqlite)(
+  const needsMikroOrm = file.includes('mikro-orm') && mikroOrmMissing !== undefined;
+  test.skipIf(needsNodeSqlite || needsMikroOrm)(
     'runs as written with only what the guide installs',
     async () => {
       const imported = packagesImportedBy(readFileSync(join(root, file), 'utf8'));
