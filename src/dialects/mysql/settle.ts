@@ -111,9 +111,12 @@ WHERE id IN (${p.list(failed.map((f) => f.id))}) AND status < ${Status.dead} AND
 }
 
 /**
- * The blocking heads of `groups` (or of every group of the outbox), as a derived table MySQL
- * materialises (DISTINCT), so that an UPDATE of the message table may read it (error 1093
- * otherwise on MySQL 8). Reads `_groups_status` (outbox, group_key, status).
+ * The group keys of the blocking heads of `groups` (or of every group of the outbox), as a derived
+ * table MySQL materialises (DISTINCT), so that an UPDATE of the message table may read it (error
+ * 1093 otherwise on MySQL 8). Reads `_groups_status` (outbox, group_key, status). Never NULL: a
+ * retrying or dead message without a group key blocks nothing, and one NULL in it would make the
+ * release's `NOT IN` unknown for every group: nothing released, and the next message of a group
+ * would go out before the ones held.
  */
 function heads(
   p: Parameters,
@@ -122,7 +125,10 @@ function heads(
   groups: readonly string[] | undefined,
   parkDead: boolean,
 ): string {
-  return `SELECT group_key FROM (SELECT DISTINCT h.group_key FROM ${messages} h WHERE h.outbox = ${p.add(outbox)}${groups === undefined ? '' : ` AND h.group_key IN (${p.list(groups)})`} AND ${blockingStatus(parkDead, 'h.status')}) AS heads`;
+  // Positional placeholders: each value is added where its text is written, left to right.
+  const o = p.add(outbox);
+  const keys = groups === undefined ? 'h.group_key IS NOT NULL' : `h.group_key IN (${p.list(groups)})`;
+  return `SELECT group_key FROM (SELECT DISTINCT h.group_key FROM ${messages} h WHERE h.outbox = ${o} AND ${keys} AND ${blockingStatus(parkDead, 'h.status')}) AS heads`;
 }
 
 /**
