@@ -81,6 +81,13 @@ export function releaseLease(table: QualifiedName, lease: LeaseToken): Statement
 /**
  * Counts live relaying nodes (this one included) and returns the live leases, so the engine can
  * aim for its fair share of partitions. Nodes silent for ten lease periods are forgotten.
+ *
+ * Locking: the forgetting DELETE comes first, while the transaction holds no lock. InnoDB's DELETE
+ * waits for the lock of every row of the outbox it scans, matching or not (only UPDATE reads a
+ * locked row's last committed version instead), so after this node's own upsert it waited for
+ * every other node's row that a heartbeat in flight had upserted, and two nodes beating at once
+ * deadlocked, each holding its row and waiting for the other's. First, it waits holding nothing,
+ * and the upsert after it locks one row.
  */
 export function heartbeat(
   table: QualifiedName,
@@ -94,11 +101,11 @@ export function heartbeat(
   const look = Parameters.positional();
   return batch(
     [
-      seen.query(
-        `INSERT INTO ${nodes} (outbox, node_id, last_seen) VALUES (${seen.add(outbox)}, ${seen.add(nodeId)}, ${NOW_MS}) ON DUPLICATE KEY UPDATE last_seen = ${NOW_MS}`,
-      ),
       forget.query(
         `DELETE FROM ${nodes} WHERE outbox = ${forget.add(outbox)} AND last_seen < ${NOW_MS} - 10 * ${forget.add(ttl)}`,
+      ),
+      seen.query(
+        `INSERT INTO ${nodes} (outbox, node_id, last_seen) VALUES (${seen.add(outbox)}, ${seen.add(nodeId)}, ${NOW_MS}) ON DUPLICATE KEY UPDATE last_seen = ${NOW_MS}`,
       ),
       look.query(
         `SELECT (SELECT 1 + COUNT(*) FROM ${nodes} WHERE outbox = ${look.add(outbox)} AND node_id <> ${look.add(nodeId)} AND last_seen > ${NOW_MS} - ${look.add(ttl)}) AS live_nodes,
