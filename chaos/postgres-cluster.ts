@@ -12,6 +12,7 @@ import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { ChaosServer } from './database.js';
 
 const run = promisify(execFile);
 
@@ -49,7 +50,7 @@ export interface ClusterOptions {
   settings?: Record<string, string | number>;
 }
 
-export class PostgresCluster {
+export class PostgresCluster implements ChaosServer {
   readonly dir: string;
   readonly dataDir: string;
   readonly logFile: string;
