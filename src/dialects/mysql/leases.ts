@@ -17,8 +17,11 @@ import { tables } from './tables.js';
  * the row in one transaction: the read finds the row only if the write left it ours.
  *
  * Times are the server's clock at the statement's start (MySQL has no `clock_timestamp()` free of
- * the session's time zone): a grant that waited for the row lock runs from before the wait, so a
- * lease granted after a long wait is shorter by that wait; the fence keeps it safe.
+ * the session's time zone). A grant that waited for the row lock would run from before the wait,
+ * and a previous holder paused inside a settle holds that lock for as long as it is paused: the
+ * lease granted after it had already run out, and a third node took the partition at once while
+ * the new holder started delivering it. So an acquisition locks the row first, with a statement of
+ * its own, and the grant is the next statement, which starts once the wait is over.
  */
 
 /** The new lease's epoch, or `undefined` when another live owner holds the partition. */
@@ -36,12 +39,16 @@ ON DUPLICATE KEY UPDATE
   owner = IF(${free()}, ${p.add(params.owner)}, owner),
   lease_until = IF(${free()}, ${NOW_MS} + ${p.add(params.ttl)}, lease_until)`;
   const write = p.query(upsert);
+  const l = Parameters.positional();
+  const lock = l.query(
+    `SELECT epoch FROM ${leases} WHERE outbox = ${l.add(params.outbox)} AND ${PARTITION} = ${l.add(params.partition)} FOR UPDATE`,
+  );
   const r = Parameters.positional();
   const readBack = r.query(
     `SELECT epoch FROM ${leases} WHERE outbox = ${r.add(params.outbox)} AND ${PARTITION} = ${r.add(params.partition)} AND owner = ${r.add(params.owner)}`,
   );
-  return batch([write, readBack], (results) => {
-    const row = results[1]?.[0];
+  return batch([lock, write, readBack], (results) => {
+    const row = results[2]?.[0];
     return row === undefined ? undefined : Number(row.epoch);
   });
 }
