@@ -39,10 +39,7 @@ ON DUPLICATE KEY UPDATE
   owner = IF(${free()}, ${p.add(params.owner)}, owner),
   lease_until = IF(${free()}, ${NOW_MS} + ${p.add(params.ttl)}, lease_until)`;
   const write = p.query(upsert);
-  const l = Parameters.positional();
-  const lock = l.query(
-    `SELECT epoch FROM ${leases} WHERE outbox = ${l.add(params.outbox)} AND ${PARTITION} = ${l.add(params.partition)} FOR UPDATE`,
-  );
+  const lock = lockLeaseRow(leases, params.outbox, params.partition);
   const r = Parameters.positional();
   const readBack = r.query(
     `SELECT epoch FROM ${leases} WHERE outbox = ${r.add(params.outbox)} AND ${PARTITION} = ${r.add(params.partition)} AND owner = ${r.add(params.owner)}`,
@@ -53,7 +50,23 @@ ON DUPLICATE KEY UPDATE
   });
 }
 
-/** The renewal, also the first statement of a settle; {@link leaseRow} reads whether it held. */
+/**
+ * Locks the partition's lease row, whoever holds it: the first statement of every transaction of a
+ * worker that changes its partition's rows (settle, hold), and of an acquisition. They all lock
+ * the lease row before any message, so they queue on it instead of deadlocking. A renewal by
+ * UPDATE would not do: under READ COMMITTED an UPDATE passes over a locked row that its last
+ * committed version says it does not match, so a worker paused past its lease went on, locked
+ * messages the partition's new owner was settling, then waited for the lease row that owner held.
+ */
+export function lockLeaseRow(leases: string, outbox: string, partition: number): SqlQuery {
+  const p = Parameters.positional();
+  return p.query(
+    `SELECT epoch FROM ${leases} WHERE outbox = ${p.add(outbox)} AND ${PARTITION} = ${p.add(partition)} FOR UPDATE`,
+    true,
+  );
+}
+
+/** The renewal, also a statement of a settle; {@link leaseRow} reads whether it held. */
 export function renewQuery(leases: string, lease: LeaseToken, ttl: number): SqlQuery {
   const p = Parameters.positional();
   return p.query(
