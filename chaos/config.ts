@@ -124,6 +124,8 @@ export interface ChildEnvironment {
   seed: number;
   /** Messages per second this publisher aims for. */
   rate: number;
+  /** Share of the dead-letter outboxes' messages that the destination always refuses. */
+  poison: number;
   writers: number;
 }
 

@@ -42,6 +42,17 @@ export class MariadbCluster implements ChaosServer {
   private readonly bin = serverBinary();
   private readonly asRoot = userInfo().uid === 0;
   private pid: number | undefined;
+  /**
+   * Stops and starts, one at a time: faults overlap, and a restart that began while a crash was
+   * starting the server again would start a second server on the same data directory.
+   */
+  private lifecycle: Promise<unknown> = Promise.resolve();
+
+  private serially<T>(work: () => Promise<T>): Promise<T> {
+    const next = this.lifecycle.then(work, work);
+    this.lifecycle = next.catch(() => undefined);
+    return next;
+  }
 
   constructor(private readonly options: { name: string }) {
     this.dir = mkdtempSync(join(tmpdir(), `outboxer-chaos-${options.name}-`));
@@ -83,7 +94,11 @@ export class MariadbCluster implements ChaosServer {
     await this.start();
   }
 
-  async start(): Promise<void> {
+  start(): Promise<void> {
+    return this.serially(() => this.spawnServer());
+  }
+
+  private async spawnServer(): Promise<void> {
     const child = spawn(
       this.bin,
       [
@@ -130,19 +145,27 @@ export class MariadbCluster implements ChaosServer {
   }
 
   /** SIGTERM (a clean shutdown: every connection is cut), then start: back when this returns. */
-  async restart(): Promise<void> {
-    await this.stop('fast');
-    await this.start();
+  restart(): Promise<void> {
+    return this.serially(async () => {
+      await this.stopServer('fast');
+      await this.spawnServer();
+    });
   }
 
   /** kill -9 of the server, then start: InnoDB recovers from its redo log. */
-  async crash(): Promise<void> {
-    await this.stop('immediate');
-    await this.start();
+  crash(): Promise<void> {
+    return this.serially(async () => {
+      await this.stopServer('immediate');
+      await this.spawnServer();
+    });
   }
 
   /** `fast`: SIGTERM, a clean shutdown; `immediate`: SIGKILL. Waits for the process to end. */
-  async stop(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
+  stop(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
+    return this.serially(() => this.stopServer(mode));
+  }
+
+  private async stopServer(mode: 'fast' | 'immediate'): Promise<void> {
     const pid = this.pid;
     if (pid === undefined) return;
     this.freeze(false);

@@ -9,7 +9,8 @@
  * the checker, prints its table, and exits non-zero on any violation.
  *
  * Environment: CHAOS_DB (postgres; mysql = MariaDB through outboxer/mysql2), CHAOS_SECONDS (120),
- * CHAOS_SEED (random), CHAOS_RATE (messages/s, 600), CHAOS_PUBLISHERS (3), CHAOS_WRITERS (2 per
+ * CHAOS_SEED (random), CHAOS_RATE (messages/s, 600), CHAOS_POISON (share of the dead-letter
+ * outboxes' messages that are poison, 0.003), CHAOS_PUBLISHERS (3), CHAOS_WRITERS (2 per
  * publisher), CHAOS_KAFKA (auto; 0 = off), CHAOS_DRAIN_TIMEOUT (seconds, 300), CHAOS_OUT (run
  * directory, .tmp/chaos/<time>-<seed>), CHAOS_KEEP=1 (leave the servers and the topic behind).
  */
@@ -59,6 +60,7 @@ const database = chaosDatabase(databaseKind());
 const seconds = Number(process.env.CHAOS_SECONDS ?? 120);
 const seed = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 1_000_000));
 const rate = Number(process.env.CHAOS_RATE ?? 600);
+const poison = Number(process.env.CHAOS_POISON ?? 0.003);
 const publisherCount = Number(process.env.CHAOS_PUBLISHERS ?? 3);
 const writers = Number(process.env.CHAOS_WRITERS ?? 2);
 const drainTimeout = Number(process.env.CHAOS_DRAIN_TIMEOUT ?? 300) * 1000;
@@ -318,6 +320,7 @@ const childEnv = (extra: Partial<ChildEnvironment> = {}): ChildEnvironment => ({
   runDir,
   seed,
   rate: rate / publisherCount,
+  poison,
   writers,
   ...extra,
 });

@@ -91,7 +91,7 @@ function plan(): Planned[] {
     const payload: ChaosPayload = { seq: 0, publisher: name, pad: pad() };
     if (mode.destination === 'table') {
       if (rnd() < 0.02) payload.failTimes = rnd.int(1, 3);
-      if (!mode.strict && rnd() < 0.003) payload.poison = true;
+      if (!mode.strict && rnd() < env.poison) payload.poison = true;
     }
     const headers: Record<string, string> = { 'x-publisher': name, 'x-index': String(i) };
     if (rnd() < 0.2) headers['x-unicode'] = 'ünïcødé 🎉';
