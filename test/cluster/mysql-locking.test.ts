@@ -105,6 +105,7 @@ describe('MySQL transactions of two nodes at once', () => {
       );
     const owner = await fixture.pool.getConnection();
     const zombie = await fixture.pool.getConnection();
+    let settling: Promise<void> | undefined;
     try {
       for (const connection of [owner, zombie]) {
         await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
@@ -123,7 +124,7 @@ describe('MySQL transactions of two nodes at once', () => {
       const locked = stale.findIndex((q) => /^SELECT id FROM .* FOR UPDATE$/s.test(q.text));
       for (const query of stale.slice(0, locked + 1)) await zombie.query(query.text, [...query.values]);
       // The owner's settle of the same rows starts, and waits for a lock.
-      const settling = (async () => {
+      settling = (async () => {
         for (const query of settle({ ...paused, owner: 'owner', epoch: epoch! }))
           await owner.query(query.text, [...query.values]);
         await owner.commit();
@@ -135,6 +136,8 @@ describe('MySQL transactions of two nodes at once', () => {
       await settling;
       expect(await fixture.query(`SELECT id FROM "locking" WHERE id = ?`, [id])).toEqual([]);
     } finally {
+      await zombie.rollback().catch(() => undefined);
+      await settling?.catch(() => undefined);
       for (const connection of [zombie, owner]) {
         await connection.rollback().catch(() => undefined);
         connection.release();
