@@ -8,14 +8,14 @@
  * socket or data directory) reaches the throwaway server. As root, the server runs as the `mysql`
  * OS user (`--user=mysql`), which owns the directory; as another user, as that user.
  */
-import { execFile, execFileSync, spawn, spawnSync } from 'node:child_process';
+import { execFile, spawn, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import mysql from 'mysql2/promise';
 import type { ChaosServer } from './database.js';
-import { freePort } from './postgres-cluster.js';
+import { freePort, idsOf, tailOf } from './server-tools.js';
 import { sleep } from './random.js';
 
 const run = promisify(execFile);
@@ -65,17 +65,12 @@ export class MariadbCluster implements ChaosServer {
     return `mysql://root@127.0.0.1:${this.port}/${database}`;
   }
 
-  private tailLog(): string {
-    try {
-      return readFileSync(this.logFile, 'utf8').split('\n').slice(-20).join('\n');
-    } catch {
-      return '';
-    }
-  }
-
   /** mariadb-install-db, then start. */
   async create(): Promise<void> {
-    if (this.asRoot) chownSync(this.dir, uidOf('mysql'), gidOf('mysql'));
+    if (this.asRoot) {
+      const { uid, gid } = idsOf('mysql');
+      chownSync(this.dir, uid, gid);
+    }
     const args = [
       '--no-defaults',
       `--datadir=${this.dataDir}`,
@@ -130,7 +125,7 @@ export class MariadbCluster implements ChaosServer {
     child.once('exit', () => (exited = true));
     const until = Date.now() + 120_000;
     for (;;) {
-      if (exited) throw new Error(`mariadbd exited at start\n${this.tailLog()}`);
+      if (exited) throw new Error(`mariadbd exited at start\n${tailOf(this.logFile)}`);
       try {
         const connection = await mysql.createConnection({ uri: this.url(), connectTimeout: 2000 });
         await connection.query('SELECT 1');
@@ -138,7 +133,7 @@ export class MariadbCluster implements ChaosServer {
         return;
       } catch (error) {
         if (Date.now() > until)
-          throw new Error(`mariadbd did not answer: ${String(error)}\n${this.tailLog()}`);
+          throw new Error(`mariadbd did not answer: ${String(error)}\n${tailOf(this.logFile)}`);
       }
       await sleep(200);
     }
@@ -174,7 +169,7 @@ export class MariadbCluster implements ChaosServer {
     while (alive(pid)) {
       if (Date.now() > until) {
         signal(pid, 'SIGKILL');
-        throw new Error(`mariadbd (pid ${pid}) did not stop\n${this.tailLog()}`);
+        throw new Error(`mariadbd (pid ${pid}) did not stop\n${tailOf(this.logFile)}`);
       }
       await sleep(50);
     }
@@ -228,12 +223,4 @@ function alive(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-function uidOf(user: string): number {
-  return Number(execFileSync('id', ['-u', user], { encoding: 'utf8' }).trim());
-}
-
-function gidOf(user: string): number {
-  return Number(execFileSync('id', ['-g', user], { encoding: 'utf8' }).trim());
 }
