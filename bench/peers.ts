@@ -9,19 +9,11 @@ import PgBoss from 'pg-boss';
 import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { addPeerRow, judge, type BenchContext } from './context.js';
+import { transactionsPerSecond } from './database.js';
+import { dropTables, type PostgresBench } from './postgres.js';
 import type { Figure, PeerRow } from './report.js';
-import { plainInsert } from './publish.js';
 import { relayOurs } from './relay.js';
-import {
-  dropTables,
-  groupKey,
-  median,
-  payload,
-  rows,
-  sleep,
-  sqlPayload,
-  transactionsPerSecond,
-} from './support.js';
+import { groupKey, median, payload, rows, sleep, sqlPayload } from './support.js';
 
 const OURS = 'bench_peer_pub';
 const PGBOSS_SCHEMA = 'bench_pgboss';
@@ -55,10 +47,10 @@ interface Peer {
 // ---------------------------------------------------------------------------------------------
 // outboxer
 
-async function outboxerPeer(ctx: BenchContext): Promise<Peer> {
-  await dropTables(ctx.pool, OURS);
+async function outboxerPeer(ctx: BenchContext<PostgresBench>): Promise<Peer> {
+  await dropTables(ctx.db.pool, OURS);
   const outboxer = new Outboxer({
-    database: nodePostgres(ctx.pool),
+    database: nodePostgres(ctx.db.pool),
     relay: false,
     outboxes: { bench: { table: OURS } },
   }) as unknown as Outboxer<pg.PoolClient>;
@@ -76,17 +68,17 @@ async function outboxerPeer(ctx: BenchContext): Promise<Peer> {
             groupKey: randomKey(),
           })),
         ),
-      reset: async () => void (await ctx.pool.query(`TRUNCATE "${OURS}"`)),
+      reset: async () => void (await ctx.db.pool.query(`TRUNCATE "${OURS}"`)),
     },
-    close: () => dropTables(ctx.pool, OURS),
+    close: () => dropTables(ctx.db.pool, OURS),
   };
 }
 
 // ---------------------------------------------------------------------------------------------
 // pg-boss 10: send/insert with { db } inside the caller's transaction; fetch + complete to deliver.
 
-async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
-  await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PGBOSS_SCHEMA} CASCADE`);
+async function pgBossPeer(ctx: BenchContext<PostgresBench>): Promise<Peer> {
+  await ctx.db.pool.query(`DROP SCHEMA IF EXISTS ${PGBOSS_SCHEMA} CASCADE`);
   const boss = new PgBoss({
     connectionString: ctx.settings.url,
     schema: PGBOSS_SCHEMA,
@@ -110,17 +102,17 @@ async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
           Array.from({ length: 100 }, (_, i) => ({ name: 'bench', data: payload(n * 100 + i) })),
           { db: db(client) },
         ),
-      reset: async () => void (await ctx.pool.query(`TRUNCATE ${PGBOSS_SCHEMA}.job`)),
+      reset: async () => void (await ctx.db.pool.query(`TRUNCATE ${PGBOSS_SCHEMA}.job`)),
     },
     async relay(count, capMs) {
-      await ctx.pool.query(`TRUNCATE ${PGBOSS_SCHEMA}.job`);
+      await ctx.db.pool.query(`TRUNCATE ${PGBOSS_SCHEMA}.job`);
       for (let start = 0; start < count; start += 5_000) {
         const size = Math.min(5_000, count - start);
         await boss.insert(
           Array.from({ length: size }, (_, i) => ({ name: 'bench', data: payload(start + i) })),
         );
       }
-      await ctx.pool.query(`VACUUM (ANALYZE) ${PGBOSS_SCHEMA}.job`);
+      await ctx.db.pool.query(`VACUUM (ANALYZE) ${PGBOSS_SCHEMA}.job`);
       let delivered = 0;
       const started = performance.now();
       while (delivered < count && performance.now() - started < capMs) {
@@ -136,7 +128,7 @@ async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
     },
     close: async () => {
       await boss.stop({ graceful: false, wait: true });
-      await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PGBOSS_SCHEMA} CASCADE`);
+      await ctx.db.pool.query(`DROP SCHEMA IF EXISTS ${PGBOSS_SCHEMA} CASCADE`);
     },
   };
 }
@@ -171,7 +163,7 @@ const silentLogger: Record<string, unknown> = {
   child: () => silentLogger,
 };
 
-async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
+async function ptxoPeer(ctx: BenchContext<PostgresBench>): Promise<Peer> {
   const specifier = 'pg-transactional-outbox';
   let mod: PtxoModule;
   try {
@@ -194,7 +186,7 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
     handlerRole: 'postgres',
     nextMessagesName: 'next_outbox_messages',
   };
-  await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`);
+  await ctx.db.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`);
   const setup = mod.DatabaseSetup;
   const script =
     setup?.dropAndCreateTable && setup.createPollingFunction && setup.setupPollingIndexes
@@ -205,7 +197,7 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
         ].join('\n')
       : mod.DatabaseSetupExporter?.createPollingScript?.(setupConfig);
   if (script === undefined) throw new Error('pg-transactional-outbox: no DatabaseSetup to create its table');
-  await ctx.pool.query(script);
+  await ctx.db.pool.query(script);
   const settings = {
     dbSchema: PTXO_SCHEMA,
     dbTable: 'outbox',
@@ -241,17 +233,17 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
         // Its storage takes one message per call: 100 INSERTs in the transaction.
         for (let i = 0; i < 100; i += 1) await store(message(n * 100 + i), client);
       },
-      reset: async () => void (await ctx.pool.query(`TRUNCATE ${PTXO_SCHEMA}.outbox`)),
+      reset: async () => void (await ctx.db.pool.query(`TRUNCATE ${PTXO_SCHEMA}.outbox`)),
     },
     async relay(count, capMs) {
-      await ctx.pool.query(`TRUNCATE ${PTXO_SCHEMA}.outbox`);
-      await ctx.pool.query(
+      await ctx.db.pool.query(`TRUNCATE ${PTXO_SCHEMA}.outbox`);
+      await ctx.db.pool.query(
         `INSERT INTO ${PTXO_SCHEMA}.outbox (id, aggregate_type, aggregate_id, message_type, segment, concurrency, payload, created_at)
          SELECT gen_random_uuid(), 'order', 'order:' || (g % $2), 'order_created', 'order:' || (g % $2), 'sequential', ${sqlPayload('g')}::jsonb, clock_timestamp()
          FROM generate_series(1, $1::int) AS g`,
         [count, GROUPS],
       );
-      await ctx.pool.query(`VACUUM (ANALYZE) ${PTXO_SCHEMA}.outbox`);
+      await ctx.db.pool.query(`VACUUM (ANALYZE) ${PTXO_SCHEMA}.outbox`);
       let delivered = 0;
       const started = performance.now();
       const [shutdown] = mod.initializePollingMessageListener(
@@ -271,7 +263,7 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
       await shutdown();
       return figure;
     },
-    close: async () => void (await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`)),
+    close: async () => void (await ctx.db.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`)),
   };
 }
 
@@ -281,26 +273,27 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
 // writes anything at all costs here (three round trips and the commit's flush); no library can
 // publish one message per transaction faster, so a target above it is beyond reach on this machine.
 
-async function plainPublisher(ctx: BenchContext): Promise<Publisher> {
-  await dropTables(ctx.pool, PLAIN);
+async function plainPublisher(ctx: BenchContext<PostgresBench>): Promise<Publisher> {
+  await dropTables(ctx.db.pool, PLAIN);
   await new Outboxer({
-    database: nodePostgres(ctx.pool),
+    database: nodePostgres(ctx.db.pool),
     relay: false,
     outboxes: { bench: { table: PLAIN } },
   }).migrate();
-  const text = plainInsert(PLAIN);
+  const [insert] = ctx.db.plain.insert(PLAIN, []);
   return {
-    one: (client, n) => client.query(text, ['bench', 0, randomKey(), null, JSON.stringify(payload(n)), null]),
-    reset: async () => void (await ctx.pool.query(`TRUNCATE "${PLAIN}"`)),
+    one: (client, n) =>
+      client.query(insert!.text, ['bench', 0, randomKey(), null, JSON.stringify(payload(n)), null]),
+    reset: async () => void (await ctx.db.pool.query(`TRUNCATE "${PLAIN}"`)),
   };
 }
 
-async function floorPublisher(ctx: BenchContext): Promise<Publisher> {
-  await ctx.pool.query(`DROP TABLE IF EXISTS ${FLOOR}`);
-  await ctx.pool.query(`CREATE TABLE ${FLOOR} (n integer)`);
+async function floorPublisher(ctx: BenchContext<PostgresBench>): Promise<Publisher> {
+  await ctx.db.pool.query(`DROP TABLE IF EXISTS ${FLOOR}`);
+  await ctx.db.pool.query(`CREATE TABLE ${FLOOR} (n integer)`);
   return {
     one: (client, n) => client.query(`INSERT INTO ${FLOOR} (n) VALUES ($1)`, [n]),
-    reset: async () => void (await ctx.pool.query(`TRUNCATE ${FLOOR}`)),
+    reset: async () => void (await ctx.db.pool.query(`TRUNCATE ${FLOOR}`)),
   };
 }
 
@@ -318,7 +311,11 @@ function deliverFigure(delivered: number, count: number, started: number, capMs:
   };
 }
 
-async function safely(ctx: BenchContext, name: string, make: () => Promise<Peer>): Promise<Peer> {
+async function safely(
+  ctx: BenchContext<PostgresBench>,
+  name: string,
+  make: () => Promise<Peer>,
+): Promise<Peer> {
   try {
     return await make();
   } catch (error) {
@@ -332,7 +329,7 @@ async function safely(ctx: BenchContext, name: string, make: () => Promise<Peer>
 }
 
 function judgePeers(
-  ctx: BenchContext,
+  ctx: BenchContext<PostgresBench>,
   ours: number | undefined,
   peers: PeerRow['peers'],
   references: { plain?: number; floor?: number } = {},
@@ -366,8 +363,9 @@ function judgePeers(
   };
 }
 
-export async function peerRows(ctx: BenchContext): Promise<void> {
-  const { pool, settings } = ctx;
+export async function peerRows(ctx: BenchContext<PostgresBench>): Promise<void> {
+  const { settings } = ctx;
+  const { pool } = ctx.db;
   // Single-message rows are bound by the commit's flush, whose pace wanders on a shared machine:
   // many short alternating trials, compared trial by trial.
   const trials = settings.quick ? 1 : 7;
@@ -423,7 +421,7 @@ export async function peerRows(ctx: BenchContext): Promise<void> {
           try {
             await publisher.reset();
             await pool.query('CHECKPOINT');
-            const rate = await transactionsPerSecond(pool, c.writers, c.count, body);
+            const rate = await transactionsPerSecond(ctx.db, c.writers, c.count, ({ tx }, n) => body(tx, n));
             samples.set(peer.name, [...(samples.get(peer.name) ?? []), c.hundred ? rate * 100 : rate]);
           } catch (error) {
             failed.set(peer.name, `failed: ${String(error).slice(0, 160)}`);

@@ -8,7 +8,7 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, hashGroupKey } from 'outboxer';
-import { mysqlDialect } from 'outboxer/mysql2';
+import { mysql2, mysqlDialect } from 'outboxer/mysql2';
 import { queriesOf } from '../../src/core/sql.js';
 import { mariadbFixture } from '../support/databases.js';
 
@@ -33,7 +33,7 @@ describe('MariaDB: a settle locks only its own rows', () => {
 
   test("two partitions settle at once on a table whose statistics say it is empty, neither waiting for the other's rows", async () => {
     const outboxer = new Outboxer({
-      database: fixture.database,
+      database: mysql2(fixture.pool),
       relay: false,
       outboxes: { bench: { table: TABLE, partitions: PARTITIONS } },
     });
