@@ -1,11 +1,13 @@
 /**
- * MariaDB: a partition's settle locks its own rows only, even when the table's statistics say it
- * is empty (the state of a drained outbox, until InnoDB recalculates them). With such statistics
- * the optimizer read `id IN (…)` by a scan of the whole table, so the settle's `SELECT … FOR
- * UPDATE` and its `DELETE` locked every row they stepped over, rows of other partitions in flight
- * included: two partitions settling at once waited on each other and deadlocked (found by the
- * 4-partition relay row of `BENCH_DB=mysql npm run bench`).
+ * MariaDB with the statistics of an empty table (the state of a drained outbox, until InnoDB
+ * recalculates them) and rows in it: the relay's statements still read their own rows by their
+ * indexes. With such statistics the optimizer read a settle's `id IN (…)` by a scan of the whole
+ * table, so its `SELECT … FOR UPDATE` and `DELETE` locked every row they stepped over, other
+ * partitions' in-flight rows included: two partitions settling at once waited on each other and
+ * deadlocked. And it read the poll's ready rows by `_status` across partitions, probing each row's
+ * group by a scan of the outbox: seconds per poll. Both found by `BENCH_DB=mysql npm run bench`.
  */
+import type mysql from 'mysql2/promise';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, hashGroupKey } from 'outboxer';
 import { mysql2, mysqlDialect } from 'outboxer/mysql2';
@@ -24,15 +26,12 @@ function keyOf(partition: number, n: number): string {
   }
 }
 
-describe('MariaDB: a settle locks only its own rows', () => {
+describe('MariaDB, statistics of an empty table, rows in it', () => {
   let fixture: Awaited<ReturnType<typeof mariadbFixture>>;
+  let outboxer: Outboxer<mysql.PoolConnection>;
   beforeAll(async () => {
     fixture = await mariadbFixture(4);
-  });
-  afterAll(() => fixture.close());
-
-  test("two partitions settle at once on a table whose statistics say it is empty, neither waiting for the other's rows", async () => {
-    const outboxer = new Outboxer({
+    outboxer = new Outboxer({
       database: mysql2(fixture.pool),
       relay: false,
       outboxes: { bench: { table: TABLE, partitions: PARTITIONS } },
@@ -57,7 +56,38 @@ describe('MariaDB: a settle locks only its own rows', () => {
       [TABLE],
     )) as unknown as [Array<{ n_rows: number }>];
     expect(stats[0]?.n_rows).toBe(0);
+  });
+  afterAll(() => fixture.close());
 
+  test('the poll reads its ready rows by `_ready`, retries by `_retry` and probes each group by `_groups_status`', async () => {
+    for (const ordering of ['group', 'total'] as const) {
+      const poll = mysqlDialect.poll(table, {
+        lease: { outbox: 'bench', partition: 1, owner: 'node-1', epoch: 1 },
+        ordering,
+        limit: 100,
+        afterId: 0,
+        dueBefore: null,
+        now: Date.now(),
+        parkDead: false,
+      });
+      const [plan] = (await fixture.pool.query(`EXPLAIN ${poll.text}`, [...poll.values])) as unknown as [
+        Array<{ table: string | null; type: string; key: string | null; select_type: string }>,
+      ];
+      const reads = plan.filter((row) => row.table !== null && row.table !== '<union1,2>');
+      // No scan of the table or of a whole index.
+      expect(reads.map((row) => row.type)).not.toContain('ALL');
+      expect(reads.map((row) => row.type)).not.toContain('index');
+      if (ordering === 'group')
+        expect(reads.map((row) => `${row.select_type} ${row.key}`)).toEqual([
+          `PRIMARY ${TABLE}_retry`,
+          `UNION ${TABLE}_ready`,
+          `DEPENDENT SUBQUERY ${TABLE}_groups_status`,
+        ]);
+      else expect(reads.map((row) => row.key)).toContain(`${TABLE}_ready`);
+    }
+  });
+
+  test("two partitions settle at once, neither waiting for the other's rows", async () => {
     const [rows] = (await fixture.pool.query(
       `SELECT id, \`partition\` FROM \`${TABLE}\` ORDER BY id`,
     )) as unknown as [Array<{ id: number; partition: number }>];
