@@ -150,6 +150,32 @@ export async function transactionsPerSecond<Tx>(
   }
 }
 
+/** Runs `work` in a transaction on one connection, then rolls it back (a DELETE deletes nothing). */
+export async function rolledBack<Tx, T>(
+  db: BenchDatabase<Tx>,
+  work: (connection: BenchConnection<Tx>) => Promise<T>,
+): Promise<T> {
+  const connection = await db.connect();
+  try {
+    await connection.query('BEGIN');
+    return await work(connection);
+  } finally {
+    await connection.query('ROLLBACK').catch(() => undefined);
+    connection.release();
+  }
+}
+
+/** The median of `iterations` server times, each `measure`d in a transaction rolled back after it. */
+export async function serverTimeOf<Tx>(
+  db: BenchDatabase<Tx>,
+  iterations: number,
+  measure: (connection: BenchConnection<Tx>) => Promise<number>,
+): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < iterations; i += 1) times.push(await rolledBack(db, measure));
+  return median(times);
+}
+
 /** Times `run` on one connection, `warmup + iterations` times; the timed ones' p50 and p95. */
 export async function timeOnConnection<Tx>(
   db: BenchDatabase<Tx>,
@@ -169,6 +195,18 @@ export async function timeOnConnection<Tx>(
   } finally {
     connection.release();
   }
+}
+
+/**
+ * The benchmark database named by `url`, checked (it is written into DDL), and the URL of the
+ * same server at `adminPath` (the database the admin connection opens).
+ */
+export function databaseOf(url: string, adminPath: string): { name: string; admin: string } {
+  const name = decodeURIComponent(new URL(url).pathname.slice(1));
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`Unexpected benchmark database name ${name}`);
+  const admin = new URL(url);
+  admin.pathname = adminPath;
+  return { name, admin: admin.toString() };
 }
 
 /** A message table as the dialects name it (the connection's own schema or database). */

@@ -11,6 +11,9 @@ import { mysql2, mysqlDialect, type Mysql2TransactionConnection } from 'outboxer
 // The dialect's own column list and clock, so both sides of a row read and write the same bytes.
 import { COLUMNS, NOW_MS } from '../src/dialects/mysql/shared.js';
 import {
+  databaseOf,
+  rolledBack,
+  serverTimeOf,
   timeOnConnection,
   type BenchConnection,
   type BenchDatabase,
@@ -18,7 +21,7 @@ import {
   type PlainClaim,
   type PlainSql,
 } from './database.js';
-import { median, packageVersion, partitionsOfGroups, sleep, sqlPayload } from './support.js';
+import { packageVersion, partitionsOfGroups, sleep, sqlPayload } from './support.js';
 
 const quote = (name: string): string => `\`${name}\``;
 const INSERT_COLUMNS = '(outbox, `partition`, group_key, type, payload, headers, inserted_at)';
@@ -118,12 +121,8 @@ const VARIABLES = [
 export type MysqlBench = BenchDatabase<Mysql2TransactionConnection> & { readonly kind: 'mysql' };
 
 export async function openMysql(url: string): Promise<MysqlBench> {
-  const target = new URL(url);
-  const name = decodeURIComponent(target.pathname.slice(1));
-  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`Unexpected benchmark database name ${name}`);
-  const server = new URL(url);
-  server.pathname = '/';
-  const admin = await mysql.createConnection({ uri: server.toString() });
+  const { name, admin: server } = databaseOf(url, '/');
+  const admin = await mysql.createConnection({ uri: server });
   try {
     await admin.query(`DROP DATABASE IF EXISTS ${quote(name)}`);
     await admin.query(`CREATE DATABASE ${quote(name)} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`);
@@ -153,18 +152,6 @@ export async function openMysql(url: string): Promise<MysqlBench> {
       query: async (text, values = []) => rowsOf((await connection.query(text, [...values]))[0]),
       release: () => connection.release(),
     };
-  };
-
-  /** Runs `work` in a transaction on one connection, then rolls it back. */
-  const rolledBack = async <T>(work: (c: BenchConnection<Mysql2TransactionConnection>) => Promise<T>) => {
-    const connection = await connect();
-    try {
-      await connection.query('BEGIN');
-      return await work(connection);
-    } finally {
-      await connection.query('ROLLBACK').catch(() => undefined);
-      connection.release();
-    }
   };
 
   const db: MysqlBench = {
@@ -214,24 +201,16 @@ export async function openMysql(url: string): Promise<MysqlBench> {
     timeStatement: (q, iterations, warmup = 10) =>
       timeOnConnection(db, iterations, warmup, (c) => c.query(q.text, q.values)),
     serverTimeLabel: 'SHOW PROFILES',
-    async serverTime(queries, iterations = 15) {
-      const times: number[] = [];
-      for (let i = 0; i < iterations; i += 1) {
-        times.push(
-          await rolledBack(async (c) => {
-            await c.query('SET profiling = 1');
-            for (const q of queries) await c.query(q.text, q.values);
-            // SHOW PROFILES lists itself not: the last entries are the statements just run.
-            const profiles = await c.query('SHOW PROFILES');
-            const ours = profiles.slice(-queries.length);
-            return ours.reduce((sum, p) => sum + Number(p.Duration) * 1000, 0);
-          }),
-        );
-      }
-      return median(times);
-    },
+    serverTime: (queries, iterations = 15) =>
+      serverTimeOf(db, iterations, async (c) => {
+        await c.query('SET profiling = 1');
+        for (const q of queries) await c.query(q.text, q.values);
+        // SHOW PROFILES lists itself not: the last entries are the statements just run.
+        const profiles = await c.query('SHOW PROFILES');
+        return profiles.slice(-queries.length).reduce((sum, p) => sum + Number(p.Duration) * 1000, 0);
+      }),
     explain: (queries) =>
-      rolledBack(async (c) => {
+      rolledBack(db, async (c) => {
         const plans: string[] = [];
         for (const q of queries) {
           if (!/^\s*\(?\s*(SELECT|UPDATE|DELETE|INSERT)/i.test(q.text)) {
@@ -246,7 +225,7 @@ export async function openMysql(url: string): Promise<MysqlBench> {
       }),
     async close() {
       await pool.end();
-      const closing = await mysql.createConnection({ uri: server.toString() });
+      const closing = await mysql.createConnection({ uri: server });
       try {
         await closing.query(`DROP DATABASE IF EXISTS ${quote(name)}`);
       } finally {

@@ -7,6 +7,9 @@ import pg from 'pg';
 import { hashGroupKey, type Row } from 'outboxer';
 import { nodePostgres, postgresDialect } from 'outboxer/pg';
 import {
+  databaseOf,
+  rolledBack,
+  serverTimeOf,
   timeOnConnection,
   type BenchConnection,
   type BenchDatabase,
@@ -14,7 +17,7 @@ import {
   type PlainClaim,
   type PlainSql,
 } from './database.js';
-import { median, packageVersion, partitionsOfGroups, sqlPayload } from './support.js';
+import { packageVersion, partitionsOfGroups, sqlPayload } from './support.js';
 
 /** The columns outboxer's poll reads, so both sides move the same bytes. */
 const POLL_COLUMNS = `id, partition, group_key, type, payload::text AS payload, headers::text AS headers, attempts, last_error, next_attempt_at, inserted_at, status`;
@@ -99,12 +102,8 @@ export interface PostgresBench extends BenchDatabase<pg.PoolClient> {
 
 /** Creates the benchmark database when it does not exist (through the server's `postgres` db). */
 async function ensureDatabase(url: string): Promise<void> {
-  const target = new URL(url);
-  const name = decodeURIComponent(target.pathname.slice(1));
-  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new Error(`Unexpected benchmark database name ${name}`);
-  const admin = new URL(url);
-  admin.pathname = '/postgres';
-  const client = new pg.Client({ connectionString: admin.toString() });
+  const { name, admin } = databaseOf(url, '/postgres');
+  const client = new pg.Client({ connectionString: admin });
   await client.connect();
   try {
     const { rows } = await client.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
@@ -176,18 +175,6 @@ export async function fill(pool: pg.Pool, o: FillOptions): Promise<void> {
 export async function vacuum(pool: pg.Pool, table: string): Promise<string> {
   await pool.query(`VACUUM (ANALYZE) "${table}"`);
   return 'VACUUM (ANALYZE)';
-}
-
-/** Runs `queries` in a transaction on one client, then rolls it back. */
-async function rolledBack<T>(pool: pg.Pool, run: (client: pg.PoolClient) => Promise<T>): Promise<T> {
-  const client = await pool.connect();
-  try {
-    await client.query('BEGIN');
-    return await run(client);
-  } finally {
-    await client.query('ROLLBACK').catch(() => undefined);
-    client.release();
-  }
 }
 
 export async function openPostgres(url: string): Promise<PostgresBench> {
@@ -268,26 +255,16 @@ export async function openPostgres(url: string): Promise<PostgresBench> {
       );
     },
     serverTimeLabel: 'EXPLAIN ANALYZE',
-    async serverTime(queries, iterations = 15) {
-      const times: number[] = [];
-      for (let i = 0; i < iterations; i += 1) {
-        times.push(
-          await rolledBack(pool, async (client) => {
-            let total = 0;
-            for (const q of queries) {
-              const { rows } = await client.query(
-                `EXPLAIN (ANALYZE, TIMING OFF) ${q.text}`,
-                q.values as unknown[],
-              );
-              const last = String(rows.at(-1)?.['QUERY PLAN'] ?? '');
-              total += Number(/Execution Time: ([0-9.]+) ms/.exec(last)?.[1] ?? NaN);
-            }
-            return total;
-          }),
-        );
-      }
-      return median(times);
-    },
+    serverTime: (queries, iterations = 15) =>
+      serverTimeOf(db, iterations, async (c) => {
+        let total = 0;
+        for (const q of queries) {
+          const rows = await c.query(`EXPLAIN (ANALYZE, TIMING OFF) ${q.text}`, q.values);
+          const last = String(rows.at(-1)?.['QUERY PLAN'] ?? '');
+          total += Number(/Execution Time: ([0-9.]+) ms/.exec(last)?.[1] ?? NaN);
+        }
+        return total;
+      }),
     async listen(channel) {
       const listener = new pg.Client({ connectionString: url });
       let received = 0;
@@ -297,11 +274,11 @@ export async function openPostgres(url: string): Promise<PostgresBench> {
       return { received: () => received, close: () => listener.end() };
     },
     explain: (queries) =>
-      rolledBack(pool, async (client) => {
+      rolledBack(db, async (c) => {
         const plans: string[] = [];
         for (const q of queries) {
-          const { rows } = await client.query(`EXPLAIN (ANALYZE, BUFFERS) ${q.text}`, q.values as unknown[]);
-          plans.push(rows.map((row: Record<string, unknown>) => String(row['QUERY PLAN'])).join('\n'));
+          const rows = await c.query(`EXPLAIN (ANALYZE, BUFFERS) ${q.text}`, q.values);
+          plans.push(rows.map((row) => String(row['QUERY PLAN'])).join('\n'));
         }
         return plans.join('\n\n');
       }),
