@@ -1,6 +1,7 @@
 /**
- * The benchmark's smoke run (BENCH_QUICK=1) on Postgres and SQLite: every row runs on tiny counts
- * and the run completes. Nothing is timed or compared here; the full run is the judge of speed.
+ * The benchmark's smoke run (BENCH_QUICK=1) on Postgres, MariaDB (`BENCH_DB=mysql`) and SQLite:
+ * every row runs on tiny counts and the run completes. Nothing is timed or compared here; the full
+ * run is the judge of speed.
  */
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -8,14 +9,20 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, test } from 'vitest';
+import { writeReport } from './report.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 const out = mkdtempSync(join(tmpdir(), 'outboxer-bench-smoke-'));
 
 afterAll(() => rmSync(out, { recursive: true, force: true }));
 
-function runQuick(db: 'postgres' | 'sqlite') {
+function runQuick(db: 'postgres' | 'mysql' | 'sqlite') {
   const file = join(out, `${db}.md`);
+  // MariaDB: a database of this run's own (created and dropped by the run), beside any full run.
+  const database =
+    db === 'mysql'
+      ? { BENCH_DATABASE_URL: `mysql://root@127.0.0.1:3306/outboxer_bench_smoke_${process.pid}` }
+      : {};
   const result = spawnSync(process.execPath, ['--import', 'tsx', join(root, 'bench/run.ts')], {
     cwd: root,
     env: {
@@ -23,7 +30,8 @@ function runQuick(db: 'postgres' | 'sqlite') {
       BENCH_QUICK: '1',
       BENCH_DB: db,
       BENCH_OUT: file,
-      BENCH_PLANS: db === 'postgres' ? '1' : '0',
+      BENCH_PLANS: db === 'sqlite' ? '0' : '1',
+      ...database,
     },
     encoding: 'utf8',
     timeout: 170_000,
@@ -54,10 +62,55 @@ describe('npm run bench, BENCH_QUICK=1', () => {
     expect(run.report).not.toContain('failed:');
   });
 
+  test(
+    'MariaDB (BENCH_DB=mysql): every group of rows completes and the report is written',
+    { timeout: 180_000 },
+    () => {
+      const run = runQuick('mysql');
+      expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
+      for (const row of [
+        '### MariaDB',
+        'Publish, 1 message per transaction, 1 writer',
+        'Publish, 1 message per transaction, 10 writers',
+        'Same with `serializeWrites: true`',
+        'Publish, 100 messages per transaction',
+        'Relay, 4 partitions',
+        '`retention: { keep }`',
+        'One poll from the head, right after',
+        'One poll, a blocked group',
+        'blocked groups with 10 rows behind each',
+        '`counts()` on',
+        'Prune delivered rows',
+        'Prune with nothing older than the window',
+        'Pickup latency, published by the relaying instance',
+        'Pickup latency, published by another instance, `pollInterval: 100`',
+      ]) {
+        expect(run.report).toContain(row);
+      }
+      expect(run.report).not.toContain('failed:');
+    },
+  );
+
   test('SQLite: publish and relay rows complete', { timeout: 120_000 }, () => {
     const run = runQuick('sqlite');
     expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
     expect(run.report).toContain('Relay, `batchSize: 1000`');
     expect(run.report).not.toContain('failed:');
+  });
+});
+
+describe('docs/benchmarks.md', () => {
+  test("a run rewrites its own database's block and keeps the others' and the text around them", () => {
+    const file = join(out, 'benchmarks.md');
+    writeReport(file, 'postgres', 'postgres 1');
+    writeReport(file, 'mysql', 'mysql 1');
+    writeReport(file, 'postgres', 'postgres 2');
+    writeReport(file, 'mysql', 'mysql 2');
+    const text = readFileSync(file, 'utf8');
+    expect(text).toContain('<!-- bench:postgres:begin -->\npostgres 2\n<!-- bench:postgres:end -->');
+    expect(text).toContain('<!-- bench:mysql:begin -->\nmysql 2\n<!-- bench:mysql:end -->');
+    expect(text).toContain('<!-- bench:sqlite:begin -->\n<!-- bench:sqlite:end -->');
+    expect(text).not.toMatch(/postgres 1|mysql 1/);
+    expect(text).toMatch(/^# Benchmarks/);
   });
 });

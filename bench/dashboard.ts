@@ -9,7 +9,8 @@ import { nodePostgres } from 'outboxer/pg';
 import { createDashboard } from '../src/dashboard/index.js';
 import { addRow, type BenchContext } from './context.js';
 import { formatMs } from './report.js';
-import { dropTables, fill, quantile, rows, vacuum } from './support.js';
+import { dropTables, fill, vacuum, type PostgresBench } from './postgres.js';
+import { quantile, rows } from './support.js';
 
 const TABLE = 'bench_dashboard';
 const GROUPS = 1_000;
@@ -18,8 +19,8 @@ const DEAD = 1_000;
 
 type Calls = Record<string, string>;
 
-async function measure(ctx: BenchContext, pending: number, iterations: number) {
-  const { pool } = ctx;
+async function measure(ctx: BenchContext<PostgresBench>, pending: number, iterations: number) {
+  const { pool } = ctx.db;
   await dropTables(pool, TABLE);
   const outboxer = new Outboxer({
     database: nodePostgres(pool),
@@ -70,7 +71,7 @@ async function measure(ctx: BenchContext, pending: number, iterations: number) {
   return { p50, p95, refresh: p50('overview') + p50('pending') };
 }
 
-export async function dashboardRows(ctx: BenchContext): Promise<void> {
+export async function dashboardRows(ctx: BenchContext<PostgresBench>): Promise<void> {
   const iterations = ctx.settings.quick ? 10 : 100;
   const small = rows(ctx.settings, 10_000, 2_000);
   const big = rows(ctx.settings, 1_000_000, 20_000);

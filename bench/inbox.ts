@@ -10,7 +10,9 @@ import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { addRow, type BenchContext } from './context.js';
 import { percent } from './report.js';
-import { groupKey, median, rows, transactionsPerSecond } from './support.js';
+import { transactionsPerSecond } from './database.js';
+import type { PostgresBench } from './postgres.js';
+import { groupKey, median, rows } from './support.js';
 
 const OURS = 'bench_inbox';
 const RAW = 'bench_inbox_raw';
@@ -24,8 +26,9 @@ const PAD = 'x'.repeat(200);
 
 type Arm = 'bare' | 'ours' | 'ordered' | 'raw';
 
-export async function inboxRows(ctx: BenchContext): Promise<void> {
-  const { pool, settings } = ctx;
+export async function inboxRows(ctx: BenchContext<PostgresBench>): Promise<void> {
+  const { settings } = ctx;
+  const { pool } = ctx.db;
   await pool.query(`DROP TABLE IF EXISTS ${TABLES}`);
   const instance = (table: string) =>
     new Outboxer({ database: nodePostgres(pool), inboxes: { bench: { table } } }) as unknown as Outboxer<
@@ -60,7 +63,11 @@ export async function inboxRows(ctx: BenchContext): Promise<void> {
         const name = names[(i + trial) % names.length]!;
         await pool.query(`TRUNCATE ${TABLES}`);
         await pool.query('CHECKPOINT');
-        t[name].push(await transactionsPerSecond(pool, writers, count, arms[name]));
+        t[name].push(
+          await transactionsPerSecond(ctx.db, writers, count, (connection, n) =>
+            arms[name](connection.tx, n),
+          ),
+        );
       }
     }
     // Medians of per-trial ratios: each trial's arms ran back to back, under the same load.

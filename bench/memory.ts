@@ -10,7 +10,8 @@ import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { addRow, judge, type BenchContext } from './context.js';
 import { BIG } from './poll.js';
-import { dropTables, fill, rows, vacuum } from './support.js';
+import { dropTables, fill, vacuum, type PostgresBench } from './postgres.js';
+import { rows } from './support.js';
 
 interface ChildMessage {
   type: 'ready' | 'progress' | 'done';
@@ -33,8 +34,9 @@ function sampleRss(pid: number): number {
   }
 }
 
-export async function memoryRows(ctx: BenchContext): Promise<void> {
-  const { pool, settings } = ctx;
+export async function memoryRows(ctx: BenchContext<PostgresBench>): Promise<void> {
+  const { settings } = ctx;
+  const { pool } = ctx.db;
   const count = rows(settings, 1_000_000, 20_000);
   // The poll rows leave the million-row table behind; fill it when they did not run.
   const exists = (await pool.query(`SELECT to_regclass($1) AS t`, [BIG])).rows[0].t !== null;

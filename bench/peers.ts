@@ -10,19 +10,11 @@ import { nodePostgres } from 'outboxer/pg';
 import { addPeerRow, judge, type BenchContext } from './context.js';
 import { deliverFigure, type Peer, type Publisher } from './peer.js';
 import { pgBossOrderedDelivery, pgBossPeer } from './pg-boss-peer.js';
+import { transactionsPerSecond } from './database.js';
+import { dropTables, type PostgresBench } from './postgres.js';
 import type { Figure, PeerRow } from './report.js';
-import { plainInsert } from './publish.js';
 import { relayOurs } from './relay.js';
-import {
-  dropTables,
-  groupKey,
-  median,
-  payload,
-  rows,
-  sleep,
-  sqlPayload,
-  transactionsPerSecond,
-} from './support.js';
+import { groupKey, median, payload, rows, sleep, sqlPayload } from './support.js';
 
 const OURS = 'bench_peer_pub';
 const PTXO_SCHEMA = 'bench_ptxo';
@@ -37,10 +29,10 @@ const randomKey = (): string => groupKey(Math.floor(Math.random() * GROUPS), GRO
 // ---------------------------------------------------------------------------------------------
 // outboxer
 
-async function outboxerPeer(ctx: BenchContext): Promise<Peer> {
-  await dropTables(ctx.pool, OURS);
+async function outboxerPeer(ctx: BenchContext<PostgresBench>): Promise<Peer> {
+  await dropTables(ctx.db.pool, OURS);
   const outboxer = new Outboxer({
-    database: nodePostgres(ctx.pool),
+    database: nodePostgres(ctx.db.pool),
     relay: false,
     outboxes: { bench: { table: OURS } },
   }) as unknown as Outboxer<pg.PoolClient>;
@@ -58,9 +50,9 @@ async function outboxerPeer(ctx: BenchContext): Promise<Peer> {
             groupKey: randomKey(),
           })),
         ),
-      reset: async () => void (await ctx.pool.query(`TRUNCATE "${OURS}"`)),
+      reset: async () => void (await ctx.db.pool.query(`TRUNCATE "${OURS}"`)),
     },
-    close: () => dropTables(ctx.pool, OURS),
+    close: () => dropTables(ctx.db.pool, OURS),
   };
 }
 
@@ -94,7 +86,7 @@ const silentLogger: Record<string, unknown> = {
   child: () => silentLogger,
 };
 
-async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
+async function ptxoPeer(ctx: BenchContext<PostgresBench>): Promise<Peer> {
   const specifier = 'pg-transactional-outbox';
   let mod: PtxoModule;
   try {
@@ -117,7 +109,7 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
     handlerRole: 'postgres',
     nextMessagesName: 'next_outbox_messages',
   };
-  await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`);
+  await ctx.db.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`);
   const setup = mod.DatabaseSetup;
   const script =
     setup?.dropAndCreateTable && setup.createPollingFunction && setup.setupPollingIndexes
@@ -128,7 +120,7 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
         ].join('\n')
       : mod.DatabaseSetupExporter?.createPollingScript?.(setupConfig);
   if (script === undefined) throw new Error('pg-transactional-outbox: no DatabaseSetup to create its table');
-  await ctx.pool.query(script);
+  await ctx.db.pool.query(script);
   const settings = {
     dbSchema: PTXO_SCHEMA,
     dbTable: 'outbox',
@@ -164,17 +156,17 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
         // Its storage takes one message per call: 100 INSERTs in the transaction.
         for (let i = 0; i < 100; i += 1) await store(message(n * 100 + i), client);
       },
-      reset: async () => void (await ctx.pool.query(`TRUNCATE ${PTXO_SCHEMA}.outbox`)),
+      reset: async () => void (await ctx.db.pool.query(`TRUNCATE ${PTXO_SCHEMA}.outbox`)),
     },
     async relay(count, capMs) {
-      await ctx.pool.query(`TRUNCATE ${PTXO_SCHEMA}.outbox`);
-      await ctx.pool.query(
+      await ctx.db.pool.query(`TRUNCATE ${PTXO_SCHEMA}.outbox`);
+      await ctx.db.pool.query(
         `INSERT INTO ${PTXO_SCHEMA}.outbox (id, aggregate_type, aggregate_id, message_type, segment, concurrency, payload, created_at)
          SELECT gen_random_uuid(), 'order', 'order:' || (g % $2), 'order_created', 'order:' || (g % $2), 'sequential', ${sqlPayload('g')}::jsonb, clock_timestamp()
          FROM generate_series(1, $1::int) AS g`,
         [count, GROUPS],
       );
-      await ctx.pool.query(`VACUUM (ANALYZE) ${PTXO_SCHEMA}.outbox`);
+      await ctx.db.pool.query(`VACUUM (ANALYZE) ${PTXO_SCHEMA}.outbox`);
       let delivered = 0;
       const started = performance.now();
       const [shutdown] = mod.initializePollingMessageListener(
@@ -194,7 +186,7 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
       await shutdown();
       return figure;
     },
-    close: async () => void (await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`)),
+    close: async () => void (await ctx.db.pool.query(`DROP SCHEMA IF EXISTS ${PTXO_SCHEMA} CASCADE`)),
   };
 }
 
@@ -204,26 +196,27 @@ async function ptxoPeer(ctx: BenchContext): Promise<Peer> {
 // writes anything at all costs here (three round trips and the commit's flush); no library can
 // publish one message per transaction faster, so a target above it is beyond reach on this machine.
 
-async function plainPublisher(ctx: BenchContext): Promise<Publisher> {
-  await dropTables(ctx.pool, PLAIN);
+async function plainPublisher(ctx: BenchContext<PostgresBench>): Promise<Publisher> {
+  await dropTables(ctx.db.pool, PLAIN);
   await new Outboxer({
-    database: nodePostgres(ctx.pool),
+    database: nodePostgres(ctx.db.pool),
     relay: false,
     outboxes: { bench: { table: PLAIN } },
   }).migrate();
-  const text = plainInsert(PLAIN);
+  const [insert] = ctx.db.plain.insert(PLAIN, []);
   return {
-    one: (client, n) => client.query(text, ['bench', 0, randomKey(), null, JSON.stringify(payload(n)), null]),
-    reset: async () => void (await ctx.pool.query(`TRUNCATE "${PLAIN}"`)),
+    one: (client, n) =>
+      client.query(insert!.text, ['bench', 0, randomKey(), null, JSON.stringify(payload(n)), null]),
+    reset: async () => void (await ctx.db.pool.query(`TRUNCATE "${PLAIN}"`)),
   };
 }
 
-async function floorPublisher(ctx: BenchContext): Promise<Publisher> {
-  await ctx.pool.query(`DROP TABLE IF EXISTS ${FLOOR}`);
-  await ctx.pool.query(`CREATE TABLE ${FLOOR} (n integer)`);
+async function floorPublisher(ctx: BenchContext<PostgresBench>): Promise<Publisher> {
+  await ctx.db.pool.query(`DROP TABLE IF EXISTS ${FLOOR}`);
+  await ctx.db.pool.query(`CREATE TABLE ${FLOOR} (n integer)`);
   return {
     one: (client, n) => client.query(`INSERT INTO ${FLOOR} (n) VALUES ($1)`, [n]),
-    reset: async () => void (await ctx.pool.query(`TRUNCATE ${FLOOR}`)),
+    reset: async () => void (await ctx.db.pool.query(`TRUNCATE ${FLOOR}`)),
   };
 }
 
@@ -243,7 +236,7 @@ async function safely(ctx: BenchContext, name: string, make: () => Promise<Peer>
 }
 
 function judgePeers(
-  ctx: BenchContext,
+  ctx: BenchContext<PostgresBench>,
   ours: number | undefined,
   peers: PeerRow['peers'],
   references: { plain?: number; floor?: number } = {},
@@ -277,8 +270,9 @@ function judgePeers(
   };
 }
 
-export async function peerRows(ctx: BenchContext): Promise<void> {
-  const { pool, settings } = ctx;
+export async function peerRows(ctx: BenchContext<PostgresBench>): Promise<void> {
+  const { settings } = ctx;
+  const { pool } = ctx.db;
   // Single-message rows are bound by the commit's flush, whose pace wanders on a shared machine:
   // many short alternating trials, compared trial by trial.
   const trials = settings.quick ? 1 : 7;
@@ -334,7 +328,7 @@ export async function peerRows(ctx: BenchContext): Promise<void> {
           try {
             await publisher.reset();
             await pool.query('CHECKPOINT');
-            const rate = await transactionsPerSecond(pool, c.writers, c.count, body);
+            const rate = await transactionsPerSecond(ctx.db, c.writers, c.count, ({ tx }, n) => body(tx, n));
             samples.set(peer.name, [...(samples.get(peer.name) ?? []), c.hundred ? rate * 100 : rate]);
           } catch (error) {
             failed.set(peer.name, `failed: ${String(error).slice(0, 160)}`);

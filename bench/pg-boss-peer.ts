@@ -9,14 +9,15 @@ import { PgBoss } from 'pg-boss';
 import { pgBossJobId } from 'outboxer/pg-boss';
 import type { BenchContext } from './context.js';
 import { deliverFigure, type Peer } from './peer.js';
+import type { PostgresBench } from './postgres.js';
 import type { Figure } from './report.js';
 import { groupKey, payload } from './support.js';
 
 const SCHEMA = 'bench_pgboss';
 const FIFO_SCHEMA = 'bench_pgboss_fifo';
 
-async function startBoss(ctx: BenchContext, schema: string, max: number): Promise<PgBoss> {
-  await ctx.pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+async function startBoss(ctx: BenchContext<PostgresBench>, schema: string, max: number): Promise<PgBoss> {
+  await ctx.db.pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
   const boss = new PgBoss({
     connectionString: ctx.settings.url,
     schema,
@@ -30,7 +31,7 @@ async function startBoss(ctx: BenchContext, schema: string, max: number): Promis
   return boss;
 }
 
-export async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
+export async function pgBossPeer(ctx: BenchContext<PostgresBench>): Promise<Peer> {
   const boss = await startBoss(ctx, SCHEMA, 4);
   await boss.createQueue('bench');
   const db = (client: pg.PoolClient) => ({
@@ -46,10 +47,10 @@ export async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
           Array.from({ length: 100 }, (_, i) => ({ data: payload(n * 100 + i) })),
           { db: db(client) },
         ),
-      reset: async () => void (await ctx.pool.query(`TRUNCATE ${SCHEMA}.job`)),
+      reset: async () => void (await ctx.db.pool.query(`TRUNCATE ${SCHEMA}.job`)),
     },
     async relay(count, capMs) {
-      await ctx.pool.query(`TRUNCATE ${SCHEMA}.job`);
+      await ctx.db.pool.query(`TRUNCATE ${SCHEMA}.job`);
       for (let start = 0; start < count; start += 5_000) {
         const size = Math.min(5_000, count - start);
         await boss.insert(
@@ -57,7 +58,7 @@ export async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
           Array.from({ length: size }, (_, i) => ({ data: payload(start + i) })),
         );
       }
-      await ctx.pool.query(`VACUUM (ANALYZE) ${SCHEMA}.job`);
+      await ctx.db.pool.query(`VACUUM (ANALYZE) ${SCHEMA}.job`);
       let delivered = 0;
       const started = performance.now();
       while (delivered < count && performance.now() - started < capMs) {
@@ -73,7 +74,7 @@ export async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
     },
     close: async () => {
       await boss.stop({ graceful: false });
-      await ctx.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
+      await ctx.db.pool.query(`DROP SCHEMA IF EXISTS ${SCHEMA} CASCADE`);
     },
   };
 }
@@ -84,7 +85,7 @@ export async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
  * `consumers` loops of fetch(100) + complete: each fetch takes at most one job per key, its head.
  */
 export async function pgBossOrderedDelivery(
-  ctx: BenchContext,
+  ctx: BenchContext<PostgresBench>,
   o: { count: number; groups: number; consumers: number; capMs: number },
 ): Promise<{ figure: Figure; note?: string }> {
   const boss = await startBoss(ctx, FIFO_SCHEMA, o.consumers + 1);
@@ -104,7 +105,7 @@ export async function pgBossOrderedDelivery(
         }),
       );
     }
-    await ctx.pool.query(`VACUUM (ANALYZE) ${FIFO_SCHEMA}.job`);
+    await ctx.db.pool.query(`VACUUM (ANALYZE) ${FIFO_SCHEMA}.job`);
     let delivered = 0;
     const started = performance.now();
     await Promise.all(
@@ -126,6 +127,6 @@ export async function pgBossOrderedDelivery(
     return deliverFigure(delivered, o.count, started, o.capMs);
   } finally {
     await boss.stop({ graceful: false });
-    await ctx.pool.query(`DROP SCHEMA IF EXISTS ${FIFO_SCHEMA} CASCADE`);
+    await ctx.db.pool.query(`DROP SCHEMA IF EXISTS ${FIFO_SCHEMA} CASCADE`);
   }
 }

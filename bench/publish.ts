@@ -1,34 +1,17 @@
 /**
  * Publish rows: outboxer's publish inside a transaction against the same INSERT written by hand,
  * into identical tables (outboxer's own DDL), at the same number of writers, in alternating trials.
+ * The plain side is each database's own SQL (`db.plain`, in bench/postgres.ts and bench/mysql.ts).
  */
-import pg from 'pg';
-import { Outboxer, type OutboxOptions } from 'outboxer';
-import { nodePostgres } from 'outboxer/pg';
+import { Outboxer, type OutboxOptions, type SqlQuery } from 'outboxer';
 import { addRow, judge, type BenchContext } from './context.js';
+import { transactionsPerSecond, type BenchConnection, type BenchDatabase } from './database.js';
 import { percent } from './report.js';
-import { dropTables, groupKey, median, payload, rows, transactionsPerSecond } from './support.js';
+import { groupKey, median, payload, rows } from './support.js';
 
 const OURS = 'bench_pub';
 const RAW = 'bench_pub_raw';
 const GROUPS = 10_000;
-const COLUMNS = '(outbox, partition, group_key, type, payload, headers)';
-
-/** The one-row INSERT of outboxer's columns, written by hand: the limit of a single-message publish. */
-export const plainInsert = (table: string): string =>
-  `INSERT INTO "${table}" ${COLUMNS} VALUES ($1, $2, $3, $4, $5, $6)`;
-
-const RAW_INSERT = plainInsert(RAW);
-const RAW_INSERT_NOTIFY = `INSERT INTO "${RAW}" ${COLUMNS} SELECT $1, $2, $3, $4, $5::json, $6::json FROM (SELECT pg_notify($7, $8)) AS n`;
-const RAW_INSERT_LOCK = `INSERT INTO "${RAW}" ${COLUMNS} SELECT $1, $2, $3, $4, $5::json, $6::json FROM (SELECT pg_advisory_xact_lock(hashtextextended($3, 0))) AS l`;
-
-function rawMultiInsert(count: number): string {
-  const tuples = Array.from({ length: count }, (_, i) => {
-    const b = i * 6;
-    return `($${b + 1}, $${b + 2}, $${b + 3}, $${b + 4}, $${b + 5}, $${b + 6})`;
-  });
-  return `INSERT INTO "${RAW}" ${COLUMNS} VALUES ${tuples.join(', ')}`;
-}
 
 const randomKey = (): string => groupKey(Math.floor(Math.random() * GROUPS), GROUPS);
 
@@ -51,8 +34,8 @@ async function rotate<K extends string>(
   for (let trial = 0; trial < trials; trial += 1) {
     for (let i = 0; i < names.length; i += 1) {
       const name = names[(i + trial) % names.length]!;
-      await ctx.pool.query(`TRUNCATE "${OURS}", "${RAW}"`);
-      await ctx.pool.query('CHECKPOINT');
+      await ctx.db.truncate([OURS, RAW]);
+      await ctx.db.checkpoint();
       result[name].push(await arms[name]());
     }
   }
@@ -76,44 +59,43 @@ function spread(t: Trials): string {
   return `${ratios.length} trials, per-trial ratios ${percent(Math.min(...ratios))}–${percent(Math.max(...ratios))}, median ${percent(median(ratios))}`;
 }
 
-export async function publishRows(ctx: BenchContext): Promise<void> {
-  const { pool, settings } = ctx;
+/** Runs a plain side's statements one after another on the writer's connection. */
+async function runAll(connection: BenchConnection<unknown>, queries: readonly SqlQuery[]): Promise<void> {
+  for (const query of queries) await connection.query(query.text, query.values);
+}
+
+export async function publishRows<Tx>(ctx: BenchContext<BenchDatabase<Tx>>): Promise<void> {
+  const { db, settings } = ctx;
   const trials = settings.quick ? 1 : 7;
-  await dropTables(pool, OURS);
-  await dropTables(pool, RAW);
-  const instance = (options: Partial<OutboxOptions> = {}) =>
+  await db.dropTables(OURS);
+  await db.dropTables(RAW);
+  const instance = (options: Partial<OutboxOptions> = {}, table = OURS) =>
     new Outboxer({
-      database: nodePostgres(pool),
+      database: db.adapter(),
       relay: false,
-      outboxes: { bench: { table: OURS, ...options } },
+      outboxes: { bench: { table, ...options } },
     });
   // Identical tables and indexes: outboxer's own DDL for both.
   await instance().migrate();
-  await new Outboxer({
-    database: nodePostgres(pool),
-    relay: false,
-    outboxes: { bench: { table: RAW } },
-  }).migrate();
+  await instance({}, RAW).migrate();
 
-  const publishOne = (outboxer: Outboxer<pg.PoolClient>) => (client: pg.PoolClient, n: number) =>
-    outboxer.publish(client, 'bench', payload(n), { groupKey: randomKey() });
+  const publishOne = (outboxer: Outboxer<Tx>) => (connection: BenchConnection<Tx>, n: number) =>
+    outboxer.publish(connection.tx, 'bench', payload(n), { groupKey: randomKey() });
   const rawOne =
-    (text: string, extra: (key: string) => unknown[] = () => []) =>
-    (client: pg.PoolClient, n: number) => {
-      const key = randomKey();
-      return client.query(text, ['bench', 0, key, null, JSON.stringify(payload(n)), null, ...extra(key)]);
-    };
+    (statements: (table: string, row: readonly unknown[]) => SqlQuery[]) =>
+    (connection: BenchConnection<Tx>, n: number) =>
+      runAll(connection, statements(RAW, ['bench', 0, randomKey(), null, JSON.stringify(payload(n)), null]));
 
   // 1 and 10 writers, one message per transaction.
   for (const writers of [1, 10]) {
     // Ten writers commit in a fraction of a second: longer trials keep one slow flush from deciding one.
     const count = writers === 1 ? rows(settings, 700, 40) : rows(settings, 5000, 100);
-    const outboxer = instance() as unknown as Outboxer<pg.PoolClient>;
+    const outboxer = instance();
     const t = await alternate(
       ctx,
       trials,
-      () => transactionsPerSecond(pool, writers, count, publishOne(outboxer)),
-      () => transactionsPerSecond(pool, writers, count, rawOne(RAW_INSERT)),
+      () => transactionsPerSecond(db, writers, count, publishOne(outboxer)),
+      () => transactionsPerSecond(db, writers, count, rawOne(db.plain.insert)),
     );
     const ours = median(t.ours);
     const raw = median(t.raw);
@@ -135,44 +117,42 @@ export async function publishRows(ctx: BenchContext): Promise<void> {
     });
   }
 
-  // notify and serializeWrites at 10 writers: their cost against the plain row just measured.
+  // notify (where the database has it) and serializeWrites at 10 writers: their cost against the
+  // plain row just measured, and the same lock or notification in plain SQL against the plain INSERT.
+  const { notified, locked } = db.plain;
   const variants = [
-    {
-      what: 'Same with `notify: true` (10 writers)',
-      options: { notify: true },
-      raw: rawOne(RAW_INSERT_NOTIFY, () => ['outboxer', 'outboxer:bench:0']),
-      rawLabel: 'INSERT … FROM (SELECT pg_notify(…)), one statement',
-      spec: '3,500 txn/s',
-      key: 'notify',
-    },
+    ...(notified !== undefined && db.dialect.capabilities.notifications
+      ? [
+          {
+            what: 'Same with `notify: true` (10 writers)',
+            options: { notify: true },
+            plain: notified,
+            spec: '3,500 txn/s',
+            key: 'notify',
+          },
+        ]
+      : []),
     {
       what: 'Same with `serializeWrites: true` (10 writers)',
       options: { serializeWrites: true },
-      raw: rawOne(RAW_INSERT_LOCK),
-      rawLabel: 'INSERT … FROM (SELECT pg_advisory_xact_lock(…)), one statement',
+      plain: locked,
       spec: '3,700 txn/s',
       key: 'serialize',
     },
   ];
   for (const variant of variants) {
     const count = rows(settings, 2500, 100);
-    const plainOutboxer = instance() as unknown as Outboxer<pg.PoolClient>;
-    const outboxer = instance(variant.options) as unknown as Outboxer<pg.PoolClient>;
+    const plainOutboxer = instance();
+    const outboxer = instance(variant.options);
     // A relay node LISTENs in real life: Postgres only signals backends that listen.
-    const listener = new pg.Client({ connectionString: settings.url });
-    let notifications = 0;
-    if (variant.key === 'notify') {
-      await listener.connect();
-      listener.on('notification', () => (notifications += 1));
-      await listener.query('LISTEN outboxer');
-    }
+    const listener = variant.key === 'notify' ? await db.listen?.('outboxer') : undefined;
     try {
       // Four arms per trial: outboxer with and without the option, plain SQL with and without it.
       const t = await rotate(ctx, settings.quick ? 1 : 5, {
-        plain: () => transactionsPerSecond(pool, 10, count, publishOne(plainOutboxer)),
-        ours: () => transactionsPerSecond(pool, 10, count, publishOne(outboxer)),
-        raw: () => transactionsPerSecond(pool, 10, count, variant.raw),
-        rawPlain: () => transactionsPerSecond(pool, 10, count, rawOne(RAW_INSERT)),
+        plain: () => transactionsPerSecond(db, 10, count, publishOne(plainOutboxer)),
+        ours: () => transactionsPerSecond(db, 10, count, publishOne(outboxer)),
+        raw: () => transactionsPerSecond(db, 10, count, rawOne(variant.plain.insert)),
+        rawPlain: () => transactionsPerSecond(db, 10, count, rawOne(db.plain.insert)),
       });
       const ours = median(t.ours);
       const raw = median(t.raw);
@@ -183,7 +163,7 @@ export async function publishRows(ctx: BenchContext): Promise<void> {
         group: 'Publish',
         what: variant.what,
         ours: { value: ours, unit: 'txn/s' },
-        limit: { label: variant.rawLabel, figure: { value: raw, unit: 'txn/s' } },
+        limit: { label: variant.plain.label, figure: { value: raw, unit: 'txn/s' } },
         ofLimit: percent(paired(t.ours, t.raw)),
         target: {
           text: 'costs ≤ 20% (against outboxer without it, same trials)',
@@ -191,10 +171,10 @@ export async function publishRows(ctx: BenchContext): Promise<void> {
           met: judge(ctx, kept >= 0.8),
         },
         spec: variant.spec,
-        note: `${count} transactions per trial, four arms rotated per trial (outboxer with and without the option, plain SQL with and without it), medians of per-trial ratios; outboxer without the option ran at ${Math.round(median(t.plain)).toLocaleString('en-US')} txn/s. The same option costs plain SQL ${percent(1 - rawKept)}${variant.key === 'notify' ? `; a LISTEN connection received ${notifications.toLocaleString('en-US')} notifications` : ''}.`,
+        note: `${count} transactions per trial, four arms rotated per trial (outboxer with and without the option, plain SQL with and without it), medians of per-trial ratios; outboxer without the option ran at ${Math.round(median(t.plain)).toLocaleString('en-US')} txn/s. The same option costs plain SQL ${percent(1 - rawKept)}${listener ? `; a LISTEN connection received ${listener.received().toLocaleString('en-US')} notifications` : ''}.`,
       });
     } finally {
-      if (variant.key === 'notify') await listener.end();
+      await listener?.close();
     }
   }
 
@@ -202,16 +182,15 @@ export async function publishRows(ctx: BenchContext): Promise<void> {
   {
     const perTxn = 100;
     const count = rows(settings, 200, 10);
-    const outboxer = instance() as unknown as Outboxer<pg.PoolClient>;
-    const multi = rawMultiInsert(perTxn);
+    const outboxer = instance();
     const t = await alternate(
       ctx,
       trials,
       async () =>
         perTxn *
-        (await transactionsPerSecond(pool, 1, count, (client, n) =>
+        (await transactionsPerSecond(db, 1, count, (connection, n) =>
           outboxer.publishMany(
-            client,
+            connection.tx,
             Array.from({ length: perTxn }, (_, i) => ({
               outbox: 'bench',
               payload: payload(n * perTxn + i),
@@ -221,11 +200,16 @@ export async function publishRows(ctx: BenchContext): Promise<void> {
         )),
       async () =>
         perTxn *
-        (await transactionsPerSecond(pool, 1, count, (client, n) => {
-          const values: unknown[] = [];
-          for (let i = 0; i < perTxn; i += 1)
-            values.push('bench', 0, randomKey(), null, JSON.stringify(payload(n * perTxn + i)), null);
-          return client.query(multi, values);
+        (await transactionsPerSecond(db, 1, count, (connection, n) => {
+          const values = Array.from({ length: perTxn }, (_, i) => [
+            'bench',
+            0,
+            randomKey(),
+            null,
+            JSON.stringify(payload(n * perTxn + i)),
+            null,
+          ]);
+          return runAll(connection, db.plain.insertMany(RAW, values));
         })),
     );
     const ours = median(t.ours);
@@ -246,6 +230,6 @@ export async function publishRows(ctx: BenchContext): Promise<void> {
       note: `${count} transactions of ${perTxn} per trial; ${spread(t)}.`,
     });
   }
-  await dropTables(pool, OURS);
-  await dropTables(pool, RAW);
+  await db.dropTables(OURS);
+  await db.dropTables(RAW);
 }

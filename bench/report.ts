@@ -4,6 +4,7 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname } from 'node:path';
+import type { BenchDb } from './support.js';
 
 export interface Figure {
   readonly value: number;
@@ -53,7 +54,9 @@ export interface PeerRow {
 }
 
 export interface Report {
-  readonly db: 'postgres' | 'sqlite';
+  readonly db: BenchDb;
+  /** The section's title: the server that ran (default: from `db`). */
+  readonly title?: string;
   readonly environment: ReadonlyArray<readonly [string, string]>;
   readonly rows: BenchRow[];
   readonly peers: PeerRow[];
@@ -141,9 +144,11 @@ export function renderPeers(rows: readonly PeerRow[]): string {
 }
 
 export function renderReport(report: Report, options: { quick: boolean }): string {
-  const title = report.db === 'postgres' ? 'PostgreSQL' : 'SQLite';
+  const title = report.title ?? { postgres: 'PostgreSQL', mysql: 'MySQL', sqlite: 'SQLite' }[report.db];
   const parts: string[] = [];
-  parts.push(`### ${title}${options.quick ? ' (BENCH_QUICK smoke run: the figures mean nothing)' : ''}`);
+  parts.push(
+    `### ${title}${report.db === 'mysql' ? ' (`BENCH_DB=mysql`)' : ''}${options.quick ? ' (BENCH_QUICK smoke run: the figures mean nothing)' : ''}`,
+  );
   parts.push('');
   parts.push('| Setting | Value |\n|---|---|');
   parts.push(report.environment.map(([k, v]) => `| ${cell(k)} | ${cell(v)} |`).join('\n'));
@@ -189,10 +194,16 @@ full run; the text around them is not.
 
 <!-- bench:sqlite:begin -->
 <!-- bench:sqlite:end -->
+
+<!-- bench:mysql:begin -->
+<!-- bench:mysql:end -->
 `;
 
-/** Replaces the block of `db` between its markers, keeping everything else of the file. */
-export function writeReport(path: string, db: 'postgres' | 'sqlite', body: string): void {
+/**
+ * Replaces the block of `db` between its markers, keeping everything else of the file (the other
+ * databases' blocks and the text around them); a missing pair of markers is added at the end.
+ */
+export function writeReport(path: string, db: BenchDb, body: string): void {
   mkdirSync(dirname(path), { recursive: true });
   let text = existsSync(path) ? readFileSync(path, 'utf8') : SKELETON;
   const begin = `<!-- bench:${db}:begin -->`;

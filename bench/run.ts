@@ -3,43 +3,42 @@
  * same work in plain SQL (the database's own limit) and beside the libraries users pick instead.
  *
  *   npm run bench                    Postgres (postgres://postgres@127.0.0.1:5432/outboxer_bench)
+ *   BENCH_DB=mysql npm run bench     MySQL or MariaDB through mysql2 (mysql://root@127.0.0.1:3306/
+ *                                    outboxer_bench, created for the run and dropped after it)
  *   BENCH_DB=sqlite npm run bench    SQLite (better-sqlite3, WAL, a file in the temp directory)
  *   BENCH_SCALE=5 npm run bench      five times the rows
- *   BENCH_PLANS=1 npm run bench      also print the Postgres plans of the poll, acknowledge, counts
+ *   BENCH_PLANS=1 npm run bench      also print the plans of the poll, acknowledge, counts, prune
  *   BENCH_QUICK=1 npm run bench      a smoke run (tiny counts, < 2 minutes): completes, judges nothing
  *
- * Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox (a subset), BENCH_OUT=<file> (where the
- * report goes; default docs/benchmarks.md, or outboxer-benchmarks-quick-<db>.md in the temp directory
- * for quick runs),
+ * Postgres and MySQL run the same rows (publish, relay, poll with counts and prune, latency), each
+ * beside its own plain SQL (bench/postgres.ts, bench/mysql.ts); memory, peers, dashboard and inbox run
+ * on Postgres only. Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox
+ * (a subset),
+ * BENCH_OUT=<file> (where the report goes; default docs/benchmarks.md, each database between its
+ * own markers, or outboxer-benchmarks-quick-<db>.md in the temp directory for quick runs),
  * BENCH_DATABASE_URL. Exits non-zero when a group of rows failed.
  */
-import { readFileSync } from 'node:fs';
 import os, { tmpdir } from 'node:os';
+import type pg from 'pg';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchContext } from './context.js';
 import { dashboardRows } from './dashboard.js';
 import { inboxRows } from './inbox.js';
+import type { BenchDatabase } from './database.js';
 import { latencyRows } from './latency.js';
 import { memoryRows } from './memory.js';
+import { openMysql } from './mysql.js';
 import { peerRows } from './peers.js';
 import { pollRows } from './poll.js';
+import { openPostgres, type PostgresBench } from './postgres.js';
 import { publishRows } from './publish.js';
 import { relayRows } from './relay.js';
 import { renderReport, writeReport, type Report } from './report.js';
 import { sqliteRows, sqliteEnvironment } from './sqlite.js';
-import { ensureDatabase, makePool, readSettings } from './support.js';
+import { packageVersion, readSettings } from './support.js';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
-
-function packageVersion(name: string): string {
-  try {
-    const file = name === 'outboxer' ? `${root}package.json` : `${root}node_modules/${name}/package.json`;
-    return (JSON.parse(readFileSync(file, 'utf8')) as { version: string }).version;
-  } catch {
-    return 'not installed';
-  }
-}
 
 function machine(): Array<[string, string]> {
   const cpus = os.cpus();
@@ -57,61 +56,55 @@ function machine(): Array<[string, string]> {
         .map((l) => l.toFixed(1))
         .join(
           ' / ',
-        )} (1 / 5 / 15 min) on ${cpus.length} cores: other work shares this machine and its Postgres`,
+        )} (1 / 5 / 15 min) on ${cpus.length} cores: other work shares this machine and its database servers`,
     ],
   ];
 }
 
-const POSTGRES_SETTINGS = [
-  'shared_buffers',
-  'synchronous_commit',
-  'fsync',
-  'wal_level',
-  'max_wal_size',
-  'checkpoint_timeout',
-  'work_mem',
-  'max_parallel_workers_per_gather',
-  'jit',
-  'autovacuum',
+type Group<Db extends BenchDatabase<unknown>> = readonly [
+  name: string,
+  run: (ctx: BenchContext<Db>) => Promise<void>,
 ];
 
-async function postgresEnvironment(ctx: BenchContext): Promise<Array<[string, string]>> {
-  const { rows: version } = await ctx.pool.query('SELECT version() AS v');
-  const { rows: settings } = await ctx.pool.query(
-    'SELECT name, setting, unit FROM pg_settings WHERE name = ANY($1) ORDER BY name',
-    [POSTGRES_SETTINGS],
-  );
-  const shown = settings.map((s: { name: string; setting: string; unit: string | null }) => {
-    if (s.unit === '8kB') return `${s.name} ${(Number(s.setting) * 8) / 1024} MB`;
-    if (s.unit === 'kB') return `${s.name} ${Number(s.setting) / 1024} MB`;
-    if (s.unit === 'MB') return `${s.name} ${s.setting} MB`;
-    return `${s.name} ${s.setting}${s.unit ? ` ${s.unit}` : ''}`;
-  });
+/** The groups every database runs: the same rows, each beside that database's plain SQL. */
+function commonGroups<Tx>(): Array<Group<BenchDatabase<Tx>>> {
   return [
-    [
-      'Database',
-      `${String(version[0].v).split(',')[0]} on the same machine (local TCP), database outboxer_bench`,
-    ],
-    ['Database settings', `${shown.join(', ')} (server defaults otherwise)`],
-    [
-      'Drivers',
-      `pg ${packageVersion('pg')}; peers: pg-boss ${packageVersion('pg-boss')}, pg-transactional-outbox ${packageVersion('pg-transactional-outbox')}`,
-    ],
+    ['publish', publishRows],
+    ['relay', relayRows],
+    ['poll', pollRows],
+    ['latency', latencyRows],
   ];
 }
 
-type Group = readonly [name: string, run: (ctx: BenchContext) => Promise<void>];
-
-const POSTGRES_GROUPS: Group[] = [
-  ['publish', publishRows],
-  ['relay', relayRows],
-  ['poll', pollRows],
-  ['latency', latencyRows],
+/** Postgres only: the memory row's child process, the peers (Postgres libraries), the dashboard. */
+const POSTGRES_GROUPS: Array<Group<PostgresBench>> = [
   ['memory', memoryRows],
   ['peers', peerRows],
   ['dashboard', dashboardRows],
   ['inbox', inboxRows],
 ];
+
+/** Runs each selected group; returns how many failed (each failure is a row of the report). */
+async function runGroups<Db extends BenchDatabase<unknown>>(
+  ctx: BenchContext<Db>,
+  groups: ReadonlyArray<Group<Db>>,
+): Promise<number> {
+  let failures = 0;
+  for (const [name, run] of groups) {
+    if (ctx.settings.only !== undefined && !ctx.settings.only.includes(name)) continue;
+    ctx.log(`== ${name}`);
+    const groupStarted = performance.now();
+    try {
+      await run(ctx);
+    } catch (error) {
+      failures += 1;
+      ctx.report.rows.push({ group: name, what: `${name} rows`, skipped: `failed: ${String(error)}` });
+      console.error(error);
+    }
+    ctx.log(`   (${((performance.now() - groupStarted) / 1000).toFixed(0)} s)`);
+  }
+  return failures;
+}
 
 async function main(): Promise<number> {
   const settings = readSettings();
@@ -145,30 +138,23 @@ async function main(): Promise<number> {
       console.error(error);
     }
   } else {
-    await ensureDatabase(settings.url);
-    const pool = makePool(settings.url, 24);
-    const ctx: BenchContext = { settings, pool, report, figures: new Map(), log };
+    const db = settings.db === 'mysql' ? await openMysql(settings.url) : await openPostgres(settings.url);
+    (report as { title: string }).title = db.title;
     try {
       (report.environment as Array<[string, string]>).push(
         ...machine(),
-        ...(await postgresEnvironment(ctx)),
+        ...(await db.environment()),
         ...scaleNote,
       );
-      for (const [name, run] of POSTGRES_GROUPS) {
-        if (settings.only !== undefined && !settings.only.includes(name)) continue;
-        log(`== ${name}`);
-        const groupStarted = performance.now();
-        try {
-          await run(ctx);
-        } catch (error) {
-          failures += 1;
-          report.rows.push({ group: name, what: `${name} rows`, skipped: `failed: ${String(error)}` });
-          console.error(error);
-        }
-        log(`   (${((performance.now() - groupStarted) / 1000).toFixed(0)} s)`);
+      const figures = new Map<string, number>();
+      if (db.kind === 'postgres') {
+        const ctx: BenchContext<PostgresBench> = { settings, db, report, figures, log };
+        failures += await runGroups(ctx, [...commonGroups<pg.PoolClient>(), ...POSTGRES_GROUPS]);
+      } else {
+        failures += await runGroups({ settings, db, report, figures, log }, commonGroups());
       }
     } finally {
-      await pool.end();
+      await db.close();
     }
   }
 

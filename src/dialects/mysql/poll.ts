@@ -33,7 +33,7 @@ function due(p: Parameters, params: PollParams): string {
 }
 
 export function poll(table: QualifiedName, params: PollParams): Statement<PollResult> {
-  const { messages } = tables(table);
+  const { messages, messagesUsing } = tables(table);
   const { lease } = params;
   const p = Parameters.positional();
   // No cursor and no publishers to watch: the engine orders the rows by id.
@@ -57,7 +57,7 @@ export function poll(table: QualifiedName, params: PollParams): Statement<PollRe
     return p.statement(
       `SELECT ${COLUMNS}, 0 AS blocked FROM ${messages} WHERE id = ${head()} AND next_attempt_at <= ${due(p, params)}
 UNION ALL
-(SELECT ${COLUMNS}, 0 AS blocked FROM ${messages}
+(SELECT ${COLUMNS}, 0 AS blocked FROM ${messagesUsing('ready', 'm')}
   WHERE ${head()} IS NULL AND outbox = ${p.add(lease.outbox)} AND ${PARTITION} = ${p.add(lease.partition)} AND status = ${Status.ready} AND id > ${p.add(params.afterId)}
   ORDER BY id LIMIT ${p.add(params.limit)})`,
       read,
@@ -66,19 +66,20 @@ UNION ALL
   }
   // Ready messages of a group whose head waits for a retry (or is parked dead) are flagged
   // `blocked`; the engine moves them to `held`, so later polls never step over them. The probe
-  // reads `_groups_status` (outbox, group_key, status) for one group key.
+  // reads `_groups_status` (outbox, group_key, status) for one group key. Each range names its
+  // index (FORCE INDEX): statistics of an empty table must not turn the probe into a scan.
   const blocked =
     params.ordering === 'group'
-      ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messages} h WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blockingStatus(params.parkDead, 'h.status')}))`
+      ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messagesUsing('groups_status', 'h')} WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blockingStatus(params.parkDead, 'h.status')}))`
       : '0';
   // Retries due from `_retry` (outbox, partition, status, next_attempt_at), then ready rows from
   // `_ready` (outbox, partition, status, id), each a range of one index read in its order.
   return p.statement(
-    `(SELECT ${M_COLUMNS}, 0 AS blocked FROM ${messages} m
+    `(SELECT ${M_COLUMNS}, 0 AS blocked FROM ${messagesUsing('retry', 'm')}
   WHERE m.outbox = ${p.add(lease.outbox)} AND m.${PARTITION} = ${p.add(lease.partition)} AND m.status = ${Status.retry} AND m.next_attempt_at <= ${due(p, params)}
   ORDER BY m.next_attempt_at LIMIT ${p.add(params.limit)})
 UNION ALL
-(SELECT ${M_COLUMNS}, ${blocked} AS blocked FROM ${messages} m
+(SELECT ${M_COLUMNS}, ${blocked} AS blocked FROM ${messagesUsing('ready', 'm')}
   WHERE m.outbox = ${p.add(lease.outbox)} AND m.${PARTITION} = ${p.add(lease.partition)} AND m.status = ${Status.ready} AND m.id > ${p.add(params.afterId)}
   ORDER BY m.id LIMIT ${p.add(params.limit)})`,
     read,

@@ -12,7 +12,7 @@ import {
 import { Parameters } from '../shared/parameters.js';
 import { blockingStatus } from '../shared/statuses.js';
 import { leaseRow, lockLeaseRow, renewQuery } from './leases.js';
-import { fence, NOW_MS, TALLY_COLUMNS } from './shared.js';
+import { byIds, fence, NOW_MS, TALLY_COLUMNS } from './shared.js';
 import { tables, type Tables } from './tables.js';
 
 /**
@@ -26,6 +26,12 @@ import { tables, type Tables } from './tables.js';
  * (`SELECT … FOR UPDATE` by primary key), so the tally it writes next and the change after it see
  * the same rows whatever the isolation level (an admin `discard()` locks them the same way first).
  * The groups it unblocks are released by statements of their own, after the head changed.
+ *
+ * The lock and the DELETE reach their rows from the list of ids (`byIds`: one primary-key lookup
+ * each), not by `id IN (…)`: when the table's statistics say it is empty, as they do of a drained
+ * outbox until InnoDB recalculates them, MariaDB reads `id IN (…)` by a scan of the whole table
+ * (FORCE INDEX or not), and a locking scan waits for every row it steps over: two partitions'
+ * settles then waited on each other's rows and deadlocked (test/engine/mysql-settle-locks.test.ts).
  */
 
 const readIds = (rows: readonly Row[]): number[] => rows.map((row) => Number(row.id));
@@ -42,7 +48,7 @@ export function settle(table: QualifiedName, params: SettleParams): Batch<Settle
   if (settled.length > 0) {
     const p = Parameters.positional();
     statements.push(
-      p.query(`SELECT id FROM ${t.messagesById()} WHERE id IN (${p.list(settled)}) FOR UPDATE`, true),
+      p.query(`SELECT m.id FROM ${byIds(p.add(JSON.stringify(settled)), t.messages, 'm')} FOR UPDATE`, true),
     );
   }
   if (params.delivered.length > 0) statements.push(...acknowledge(t, params));
@@ -58,7 +64,7 @@ export function settle(table: QualifiedName, params: SettleParams): Batch<Settle
 }
 
 /** The delivered messages' tally, then their acknowledgement (deleted, or kept as delivered). */
-function acknowledge({ messagesById, leases, tallies }: Tables, params: SettleParams): SqlQuery[] {
+function acknowledge({ messages, messagesById, leases, tallies }: Tables, params: SettleParams): SqlQuery[] {
   const { lease } = params;
   const tally = Parameters.positional();
   const change = Parameters.positional();
@@ -79,7 +85,7 @@ WHERE id IN (${tally.list(params.delivered)})${kept} AND ${fence(tally, leases, 
         true,
       )
     : change.query(
-        `DELETE m FROM ${messagesById('m')} WHERE m.id IN (${change.list(params.delivered)}) AND ${fence(change, leases, lease)}`,
+        `DELETE m FROM ${byIds(change.add(JSON.stringify(params.delivered)), messages, 'm')} WHERE ${fence(change, leases, lease)}`,
         true,
       );
   return [tallied, acknowledged];

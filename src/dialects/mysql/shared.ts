@@ -61,10 +61,12 @@ export function figures(): string {
 export const TALLY_COLUMNS = `(outbox, ${PARTITION}, pending, dead, delivered)`;
 
 /**
- * The rows of `table` (aliased `alias`) whose ids the session variable `variable` holds as a JSON
- * array, as a join for FROM: the ids first (`STRAIGHT_JOIN`), each then one primary-key lookup.
- * (`id IN (SELECT … FROM JSON_TABLE(…))` is no semi-join in a single-table DELETE or UPDATE on
- * MariaDB: it read the whole table once per id, measured at seconds for a prune of 10,000.)
+ * The rows of `table` (aliased `alias`) whose ids `variable` (a session variable, or a parameter)
+ * holds as a JSON array, as a join for FROM: the ids first (`STRAIGHT_JOIN`), each then one
+ * primary-key lookup, whatever the table's statistics say. (`id IN (SELECT … FROM JSON_TABLE(…))`
+ * is no semi-join in a single-table DELETE or UPDATE on MariaDB: it read the whole table once per
+ * id, measured at seconds for a prune of 10,000; and a locking `id IN (…)` scans the whole table
+ * when the statistics say it is empty: see settle.ts.)
  */
 export function byIds(variable: string, table: string, alias: string): string {
   return `JSON_TABLE(${variable}, '$[*]' COLUMNS (id BIGINT PATH '$')) AS j STRAIGHT_JOIN ${table} ${alias} ON ${alias}.id = j.id`;

@@ -20,6 +20,13 @@ export interface Tables {
   messagesById(alias?: string): string;
   /** The message table read by `_groups_status` (outbox, group_key, status), for locks by group. */
   messagesByGroup(alias?: string): string;
+  /**
+   * The message table read by one of its indexes, for the poll: with the statistics of an empty
+   * table (a drained outbox, until InnoDB recalculates them) MariaDB read the ready rows by
+   * `_status` across partitions and probed each row's group by `_status` (outbox) too, a scan of
+   * the outbox per polled row: seconds per poll at 50,000 rows (docs/benchmarks.md, MariaDB).
+   */
+  messagesUsing(index: 'ready' | 'retry' | 'groups_status', alias: string): string;
 }
 
 export function tables(table: QualifiedName): Tables {
@@ -33,6 +40,8 @@ export function tables(table: QualifiedName): Tables {
       `${quoteMysqlName(table)}${alias === undefined ? '' : ` ${alias}`} FORCE INDEX (PRIMARY)`,
     messagesByGroup: (alias) =>
       `${quoteMysqlName(table)}${alias === undefined ? '' : ` ${alias}`} FORCE INDEX (${quoteMysqlName({ schema: undefined, name: `${table.name}_groups_status` })})`,
+    messagesUsing: (index, alias) =>
+      `${quoteMysqlName(table)} ${alias} FORCE INDEX (${quoteMysqlName({ schema: undefined, name: `${table.name}_${index}` })})`,
   };
 }
 
