@@ -4,6 +4,7 @@
  */
 import Database from 'better-sqlite3';
 import { CamelCasePlugin, Kysely, MysqlDialect, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import * as kyselyV028 from 'kysely-v0.28';
 import { createPool } from 'mysql2';
 import pg from 'pg';
 import { kysely, type KyselyTransaction } from 'outboxer/kysely';
@@ -33,21 +34,36 @@ function opened(
   };
 }
 
-adapterBehaviour<KyselyTransaction>({
-  name: 'Kysely on Postgres',
-  dialect: 'postgres',
-  sync: false,
-  async open(target) {
-    if (target.kind !== 'postgres') throw new Error('postgres only');
-    const pool = new pg.Pool({ connectionString: target.urlWithSchema, max: 4 });
-    // CamelCasePlugin would rename group_key to groupKey: the adapter runs without plugins.
-    const db = new Kysely<Tables>({
-      dialect: new PostgresDialect({ pool }),
-      plugins: [new CamelCasePlugin()],
-    });
-    return opened(db, kysely(db, { notifications: nodePostgres(pool) }), () => db.destroy());
+/** The current Kysely line, and 0.28, still maintained and in use, on Postgres. */
+const kyselyLines = [
+  { lib: { CamelCasePlugin, Kysely, PostgresDialect }, version: '0.29' },
+  {
+    lib: kyselyV028 as unknown as {
+      CamelCasePlugin: typeof CamelCasePlugin;
+      Kysely: typeof Kysely;
+      PostgresDialect: typeof PostgresDialect;
+    },
+    version: '0.28',
   },
-});
+] as const;
+
+for (const { lib, version } of kyselyLines) {
+  adapterBehaviour<KyselyTransaction>({
+    name: `Kysely ${version} on Postgres`,
+    dialect: 'postgres',
+    sync: false,
+    async open(target) {
+      if (target.kind !== 'postgres') throw new Error('postgres only');
+      const pool = new pg.Pool({ connectionString: target.urlWithSchema, max: 4 });
+      // CamelCasePlugin would rename group_key to groupKey: the adapter runs without plugins.
+      const db = new lib.Kysely<Tables>({
+        dialect: new lib.PostgresDialect({ pool }),
+        plugins: [new lib.CamelCasePlugin()],
+      });
+      return opened(db, kysely(db, { notifications: nodePostgres(pool) }), () => db.destroy());
+    },
+  });
+}
 
 adapterBehaviour<KyselyTransaction>({
   name: 'Kysely on MariaDB',

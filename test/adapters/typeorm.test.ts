@@ -2,6 +2,7 @@
 import 'reflect-metadata';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
+import { DataSource as DataSourceV0 } from 'typeorm-v0';
 import { describe, expect, test } from 'vitest';
 import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
@@ -39,30 +40,38 @@ function onDataSource(dataSource: DataSource): Omit<Opened<TypeOrmTransaction>, 
   };
 }
 
-adapterBehaviour<TypeOrmTransaction>({
-  name: 'TypeORM',
-  dialect: 'postgres',
-  sync: false,
-  async open(target) {
-    if (target.kind !== 'postgres') throw new Error('postgres only');
-    const dataSource = await new DataSource({
-      type: 'postgres',
-      url: target.urlWithSchema,
-      poolSize: 4,
-    }).initialize();
-    // TypeORM has no LISTEN: notify: true listens through a pg pool on the same database.
-    const listenPool = new pg.Pool({ connectionString: target.urlWithSchema, max: 1 });
-    const calls = onDataSource(dataSource);
-    return {
-      ...calls,
-      database: typeorm(dataSource, { notifications: nodePostgres(listenPool) }),
-      async close() {
-        await calls.close();
-        await listenPool.end();
-      },
-    };
-  },
-});
+/** The current TypeORM line, and 0.3, which most users still run, on Postgres. */
+const typeormLines = [
+  { Source: DataSource, version: '1' },
+  { Source: DataSourceV0 as unknown as typeof DataSource, version: '0.3' },
+] as const;
+
+for (const { Source, version } of typeormLines) {
+  adapterBehaviour<TypeOrmTransaction>({
+    name: `TypeORM ${version}`,
+    dialect: 'postgres',
+    sync: false,
+    async open(target) {
+      if (target.kind !== 'postgres') throw new Error('postgres only');
+      const dataSource = await new Source({
+        type: 'postgres',
+        url: target.urlWithSchema,
+        poolSize: 4,
+      }).initialize();
+      // TypeORM has no LISTEN: notify: true listens through a pg pool on the same database.
+      const listenPool = new pg.Pool({ connectionString: target.urlWithSchema, max: 1 });
+      const calls = onDataSource(dataSource);
+      return {
+        ...calls,
+        database: typeorm(dataSource, { notifications: nodePostgres(listenPool) }),
+        async close() {
+          await calls.close();
+          await listenPool.end();
+        },
+      };
+    },
+  });
+}
 
 test('publish also takes the QueryRunner of a transaction started by hand', async () => {
   const fixture = await postgresFixture(2);

@@ -10,3 +10,9 @@ declare module 'ioredis-v5' {
 declare module 'bullmq-v5' {
   export { Queue, Worker } from 'bullmq';
 }
+declare module 'typeorm-v0' {
+  export { DataSource } from 'typeorm';
+}
+declare module 'kysely-v0.28' {
+  export * from 'kysely';
+}
