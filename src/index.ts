@@ -51,6 +51,12 @@ export {
 export type { Logger } from './core/logger.js';
 export type { Inbox, InboxHandler, InboxMessage, InboxOutcome } from './core/inbox/inbox.js';
 export type { InboxOptions } from './core/inbox/options.js';
+export {
+  MissingMessageIdError,
+  type ReceiverHandler,
+  type ReceiverOptions,
+  type TransactionRunner,
+} from './core/inbox/receiver.js';
 export type { DrainOptions, DrainResult } from './core/testing.js';
 export { channels } from './core/telemetry.js';
 export { hashGroupKey } from './core/partitioning.js';

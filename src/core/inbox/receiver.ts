@@ -1,0 +1,164 @@
+/**
+ * What every receiver shares, whatever the broker: the options that tie a delivery to an inbox
+ * (the outboxer instance, the inbox's name, the consumer's transaction runner, the handler), and
+ * the one step that runs `inbox.handle` inside a transaction of the consumer's data layer. Each
+ * receiver (src/receivers/<destination>) reads the message's identity off its delivery, calls
+ * {@link InboxReceiver.receive}, and acknowledges the broker once that has resolved: after the
+ * commit, never before.
+ */
+import { OutboxerError, showValue } from '../errors.js';
+import { invalidOption, isPlainObject, rejectUnknownKeys } from '../options.js';
+import type { Logger } from '../logger.js';
+import type { Inbox, InboxOutcome } from './inbox.js';
+
+/**
+ * Runs `work` in a new transaction of your data layer and commits when it returns, rolls back
+ * when it throws: the shape of `knex.transaction`, Kysely's `db.transaction().execute`, Drizzle's
+ * and TypeORM's `transaction`, `prisma.$transaction`, postgres.js `sql.begin` and MikroORM's
+ * `em.transactional`, so most data layers pass theirs as it is. Synchronous on better-sqlite3 and
+ * node:sqlite, whose transactions are.
+ *
+ * @example
+ * transaction: (work) => db.transaction().execute(work)                    // Kysely
+ * transaction: (work) => prisma.$transaction(work)                        // Prisma
+ * transaction: (work) => db.transaction(() => work(db))()                 // better-sqlite3
+ */
+export type TransactionRunner<Tx, Sync extends boolean> = Sync extends true
+  ? <T>(work: (tx: Tx) => T) => T
+  : <T>(work: (tx: Tx) => Promise<T>) => Promise<T>;
+
+/**
+ * Handles one received message inside the receiver's transaction: do the message's writes with
+ * `tx`. It runs only for a message the inbox has not recorded yet; what it throws rolls the
+ * transaction back and leaves the message unacknowledged (the broker delivers it again).
+ * Synchronous on a synchronous adapter.
+ */
+export type ReceiverHandler<M, Tx, Sync extends boolean> = (
+  message: M,
+  tx: Tx,
+) => Sync extends true ? unknown : unknown | Promise<unknown>;
+
+/**
+ * The options every receiver takes.
+ *
+ * `Tx` may be narrower than the instance's transaction type (a `pg.PoolClient` where the adapter
+ * accepts any pg client): the handler gets what your runner passes.
+ */
+export interface ReceiverOptions<M, OutboxerTx, Sync extends boolean, Tx extends OutboxerTx = OutboxerTx> {
+  /** The instance whose `inboxes` option names {@link ReceiverOptions.inbox}. */
+  outboxer: { inbox(name: string): Inbox<OutboxerTx, Sync>; readonly settings: { readonly logger: Logger } };
+  /** The inbox that records each message handled. */
+  inbox: string;
+  /** Opens, commits and rolls back the transaction each message is handled in. */
+  transaction: TransactionRunner<Tx, Sync>;
+  /** What a new message does. */
+  handler: ReceiverHandler<M, Tx, Sync>;
+  /**
+   * The id of a message that carries no `outboxer-id` (one another producer sent): return a
+   * string or a safe integer unique at its source, or undefined to refuse it with
+   * {@link MissingMessageIdError}. Default: every such message is refused.
+   */
+  id?: (message: M) => string | number | undefined;
+}
+
+/** What a receiver found on a delivery: the identity the inbox records. */
+export interface ReceivedIdentity {
+  /** The `outboxer-id` header (or attribute), undefined when there is none. */
+  readonly id: string | undefined;
+  readonly source: string;
+  readonly groupKey: string | null;
+}
+
+/**
+ * A delivery without an `outboxer-id` (not relayed by outboxer) and no `id` option to name one:
+ * the receiver cannot tell a redelivery from a new message, so it handles nothing and
+ * acknowledges nothing. Code `INVALID_MESSAGE`.
+ *
+ * @example
+ * catch (error) {
+ *   if (error instanceof MissingMessageIdError) await deadLetter(delivery);
+ * }
+ */
+export class MissingMessageIdError extends OutboxerError {
+  constructor(receiver: string, source: string) {
+    super(
+      'INVALID_MESSAGE',
+      `${receiver} got a message${source === '' ? '' : ` from "${source}"`} without an outboxer-id: it was not relayed by outboxer. Pass the receiver an "id" option that returns the message's id at its source, or route such messages elsewhere.`,
+    );
+    this.name = 'MissingMessageIdError';
+  }
+}
+
+/** The checked options of one receiver, and the step they share. */
+export class InboxReceiver<M, Sync extends boolean> {
+  readonly logger: Logger;
+  readonly inboxName: string;
+  private readonly what: string;
+  private readonly inbox: Inbox<unknown, Sync>;
+  private readonly transaction: (work: (tx: unknown) => unknown) => unknown;
+  private readonly handler: (message: M, tx: unknown) => unknown;
+  private readonly id: ((message: M) => unknown) | undefined;
+
+  /**
+   * Checks the shared options (`what` names the receiver in messages, e.g. `webhookReceiver`)
+   * and rejects keys that are neither shared nor in `ownKeys`.
+   */
+  constructor(what: string, raw: unknown, ownKeys: readonly string[]) {
+    if (!isPlainObject(raw)) throw invalidOption(what, 'an options object', raw);
+    rejectUnknownKeys(what, raw, [...RECEIVER_KEYS, ...ownKeys]);
+    const outboxer = raw.outboxer as ReceiverOptions<M, unknown, Sync>['outboxer'] | undefined;
+    if (typeof outboxer?.inbox !== 'function')
+      throw invalidOption(`${what}.outboxer`, 'an Outboxer instance', outboxer);
+    if (typeof raw.inbox !== 'string')
+      throw invalidOption(
+        `${what}.inbox`,
+        'the name of an inbox in the instance’s inboxes option',
+        raw.inbox,
+      );
+    for (const key of ['transaction', 'handler'] as const) {
+      if (typeof raw[key] !== 'function') throw invalidOption(`${what}.${key}`, 'a function', raw[key]);
+    }
+    if (raw.id !== undefined && typeof raw.id !== 'function')
+      throw invalidOption(`${what}.id`, 'a function (message) => id', raw.id);
+    // Looked up now: a misspelt inbox fails at start-up (UNKNOWN_INBOX), not at the first message.
+    this.inbox = outboxer.inbox(raw.inbox) as Inbox<unknown, Sync>;
+    this.inboxName = raw.inbox;
+    this.what = what;
+    this.logger = outboxer.settings.logger;
+    this.transaction = raw.transaction as InboxReceiver<M, Sync>['transaction'];
+    this.handler = raw.handler as InboxReceiver<M, Sync>['handler'];
+    this.id = raw.id as InboxReceiver<M, Sync>['id'];
+  }
+
+  /**
+   * Handles `message` once: in a transaction of the runner, records its identity in the inbox and
+   * runs the handler unless it was recorded before. Resolves after the commit, which is when the
+   * caller may acknowledge it; rejects (nothing committed) when the handler, the inbox or the
+   * transaction failed, or the message has no id ({@link MissingMessageIdError}).
+   */
+  async receive(message: M, found: ReceivedIdentity): Promise<InboxOutcome<unknown>> {
+    const id = found.id ?? this.id?.(message);
+    if (id === undefined) throw new MissingMessageIdError(this.what, found.source);
+    if (typeof id !== 'string' && typeof id !== 'number') {
+      throw new OutboxerError(
+        'INVALID_MESSAGE',
+        `The "id" option of ${this.what} must return a string or a safe integer; got ${showValue(id)}.`,
+      );
+    }
+    const identity = { id, source: found.source, groupKey: found.groupKey };
+    return (await this.transaction((tx) =>
+      this.inbox.handle(tx, identity, () => this.handler(message, tx) as never),
+    )) as InboxOutcome<unknown>;
+  }
+}
+
+const RECEIVER_KEYS = ['outboxer', 'inbox', 'transaction', 'handler', 'id'];
+
+/**
+ * An optional string option of a receiver, such as `source`: its value, or `fallback`.
+ */
+export function stringOption(path: string, value: unknown, fallback: string): string {
+  if (value === undefined) return fallback;
+  if (typeof value !== 'string') throw invalidOption(path, 'a string', value);
+  return value;
+}

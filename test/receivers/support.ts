@@ -1,0 +1,95 @@
+/**
+ * What the receiver tests share: a Postgres schema of their own, an `effects` table the handlers
+ * write to (one row per handled message, in handling order), a transaction runner over the pool
+ * that can be made to fail at commit, and a logger that keeps what it was told.
+ */
+import pg from 'pg';
+import { Outboxer, type Logger } from 'outboxer';
+import { nodePostgres, type PgTransactionClient } from 'outboxer/pg';
+import { postgresFixture } from '../support/databases.js';
+
+export type PostgresFixture = Awaited<ReturnType<typeof postgresFixture>>;
+
+export interface LoggedLine {
+  level: keyof Logger;
+  message: string;
+  context: Record<string, unknown> | undefined;
+}
+
+export function recordingLogger(): Logger & { lines: LoggedLine[] } {
+  const lines: LoggedLine[] = [];
+  const log =
+    (level: keyof Logger) =>
+    (message: string, context?: Record<string, unknown>): void =>
+      void lines.push({ level, message, context });
+  return { lines, debug: log('debug'), info: log('info'), warn: log('warn'), error: log('error') };
+}
+
+/** The consumer side: an instance with one inbox, its table migrated, and the effects table. */
+export async function consumerOf(fixture: PostgresFixture, inbox: string) {
+  const logger = recordingLogger();
+  const outboxer = new Outboxer({ database: nodePostgres(fixture.pool), logger, inboxes: { [inbox]: {} } });
+  await outboxer.migrate();
+  await fixture.pool.query(
+    'CREATE TABLE IF NOT EXISTS effects (seq serial PRIMARY KEY, message_id text NOT NULL, group_key text, payload jsonb)',
+  );
+  return { outboxer, logger };
+}
+
+/**
+ * The consumer's transaction runner, as an application writes it for pg: BEGIN, the work, COMMIT,
+ * or ROLLBACK when anything throws. `failCommit` makes the next commit fail (after the work ran):
+ * what a serialization failure or a lost connection at COMMIT does.
+ */
+export function pgRunner(pool: pg.Pool) {
+  const state = { failCommit: false, commits: 0 };
+  const transaction = async <T>(work: (tx: pg.PoolClient) => Promise<T>): Promise<T> => {
+    const client = await pool.connect();
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      if (state.failCommit) {
+        state.failCommit = false;
+        throw new Error('the commit failed');
+      }
+      await client.query('COMMIT');
+      state.commits += 1;
+      return result;
+    } catch (error) {
+      await client.query('ROLLBACK');
+      throw error;
+    } finally {
+      client.release();
+    }
+  };
+  return Object.assign(state, { transaction });
+}
+
+/** Writes the handled message's effect with the receiver's transaction. */
+export async function recordEffect(
+  tx: PgTransactionClient,
+  id: string,
+  groupKey: string | null,
+  payload: unknown,
+): Promise<void> {
+  await tx.query('INSERT INTO effects (message_id, group_key, payload) VALUES ($1, $2, $3)', [
+    id,
+    groupKey,
+    JSON.stringify(payload ?? null),
+  ]);
+}
+
+export async function effects(
+  fixture: PostgresFixture,
+): Promise<Array<{ message_id: string; group_key: string | null; payload: unknown }>> {
+  return (await fixture.pool.query('SELECT message_id, group_key, payload FROM effects ORDER BY seq')).rows;
+}
+
+export async function inboxRows(fixture: PostgresFixture): Promise<number> {
+  const { rows } = await fixture.pool.query<{ n: number }>('SELECT count(*)::int AS n FROM outboxer_inbox');
+  return rows[0]!.n;
+}
+
+export async function clear(fixture: PostgresFixture): Promise<void> {
+  await fixture.pool.query('TRUNCATE effects, outboxer_inbox');
+}
