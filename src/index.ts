@@ -53,6 +53,8 @@ export type { Inbox, InboxHandler, InboxMessage, InboxOutcome } from './core/inb
 export type { InboxOptions } from './core/inbox/options.js';
 export {
   MissingMessageIdError,
+  type ReceivedMessage,
+  type ReceiveOutcome,
   type ReceiverHandler,
   type ReceiverOptions,
   type TransactionRunner,

@@ -39,12 +39,19 @@ export type ReceiverHandler<M, Tx, Sync extends boolean> = (
 ) => Sync extends true ? unknown : unknown | Promise<unknown>;
 
 /**
- * The options every receiver takes.
+ * The options every receiver takes. `M` is what the handler gets; `Raw` is the client's own
+ * message (a Kafka record, an SQS message, a job…), which the `id` function reads.
  *
  * `Tx` may be narrower than the instance's transaction type (a `pg.PoolClient` where the adapter
  * accepts any pg client): the handler gets what your runner passes.
  */
-export interface ReceiverOptions<M, OutboxerTx, Sync extends boolean, Tx extends OutboxerTx = OutboxerTx> {
+export interface ReceiverOptions<
+  M,
+  OutboxerTx,
+  Sync extends boolean,
+  Tx extends OutboxerTx = OutboxerTx,
+  Raw = M,
+> {
   /** The instance whose `inboxes` option names {@link ReceiverOptions.inbox}. */
   outboxer: { inbox(name: string): Inbox<OutboxerTx, Sync>; readonly settings: { readonly logger: Logger } };
   /** The inbox that records each message handled. */
@@ -58,8 +65,35 @@ export interface ReceiverOptions<M, OutboxerTx, Sync extends boolean, Tx extends
    * string or a safe integer unique at its source, or undefined to refuse it with
    * {@link MissingMessageIdError}. Default: every such message is refused.
    */
-  id?: (message: M) => string | number | undefined;
+  id?: (message: Raw) => string | number | undefined;
 }
+
+/**
+ * A message as a broker receiver's handler gets it: its identity, what outboxer's relay put in
+ * its headers, its body parsed, and the client's own message.
+ */
+export interface ReceivedMessage<Raw> {
+  /** The `outboxer-id` header (the outbox id), or what the `id` option returned. */
+  readonly id: string;
+  /** Where the id is unique: the `outboxer-outbox` header, else the topic, queue, stream or subject. */
+  readonly source: string;
+  /** The `outboxer-group-key` header; null without one. */
+  readonly groupKey: string | null;
+  /** The `outboxer-type` header; null without one. */
+  readonly type: string | null;
+  /** The message's headers (or attributes) as text, outboxer's included. */
+  readonly headers: Readonly<Record<string, string>>;
+  /** The body parsed as JSON (the relays send the payload as JSON); undefined when it is not JSON. */
+  readonly payload: unknown;
+  /** The client's own message, for anything else it carries. */
+  readonly raw: Raw;
+}
+
+/**
+ * What a receiver did with a delivery: the inbox's outcome (the handler's value, or
+ * `duplicate: true` with when it was handled) and the identity it was recorded under.
+ */
+export type ReceiveOutcome = InboxOutcome<unknown> & { readonly id: string; readonly source: string };
 
 /** What a receiver found on a delivery: the identity the inbox records. */
 export interface ReceivedIdentity {
@@ -90,24 +124,26 @@ export class MissingMessageIdError extends OutboxerError {
 }
 
 /** The checked options of one receiver, and the step they share. */
-export class InboxReceiver<M, Sync extends boolean> {
+export class InboxReceiver<M, Sync extends boolean, Raw = M> {
   readonly logger: Logger;
   readonly inboxName: string;
   private readonly what: string;
   private readonly inbox: Inbox<unknown, Sync>;
   private readonly transaction: (work: (tx: unknown) => unknown) => unknown;
   private readonly handler: (message: M, tx: unknown) => unknown;
-  private readonly id: ((message: M) => unknown) | undefined;
+  private readonly id: ((message: Raw) => unknown) | undefined;
 
   /**
    * Checks the shared options (`what` names the receiver in messages, e.g. `webhookReceiver`)
-   * and rejects keys that are neither shared nor in `ownKeys`.
+   * and rejects keys that are neither shared nor in `ownKeys`. `withId: false` for a receiver
+   * whose messages always carry their id (the webhook's is signed): it takes no `id` option.
    */
-  constructor(what: string, raw: unknown, ownKeys: readonly string[]) {
+  constructor(what: string, raw: unknown, ownKeys: readonly string[], withId = true) {
     if (!isPlainObject(raw)) throw invalidOption(what, 'an options object', raw);
-    rejectUnknownKeys(what, raw, [...RECEIVER_KEYS, ...ownKeys]);
+    rejectUnknownKeys(what, raw, [...RECEIVER_KEYS.filter((k) => withId || k !== 'id'), ...ownKeys]);
     const outboxer = raw.outboxer as ReceiverOptions<M, unknown, Sync>['outboxer'] | undefined;
-    if (typeof outboxer?.inbox !== 'function')
+    // An Outboxer has both; a look-alike without settings would fail at the first refusal instead.
+    if (typeof outboxer?.inbox !== 'function' || typeof outboxer.settings?.logger !== 'object')
       throw invalidOption(`${what}.outboxer`, 'an Outboxer instance', outboxer);
     if (typeof raw.inbox !== 'string')
       throw invalidOption(
@@ -125,19 +161,20 @@ export class InboxReceiver<M, Sync extends boolean> {
     this.inboxName = raw.inbox;
     this.what = what;
     this.logger = outboxer.settings.logger;
-    this.transaction = raw.transaction as InboxReceiver<M, Sync>['transaction'];
-    this.handler = raw.handler as InboxReceiver<M, Sync>['handler'];
-    this.id = raw.id as InboxReceiver<M, Sync>['id'];
+    this.transaction = raw.transaction as InboxReceiver<M, Sync, Raw>['transaction'];
+    this.handler = raw.handler as InboxReceiver<M, Sync, Raw>['handler'];
+    this.id = raw.id as InboxReceiver<M, Sync, Raw>['id'];
   }
 
   /**
-   * Handles `message` once: in a transaction of the runner, records its identity in the inbox and
-   * runs the handler unless it was recorded before. Resolves after the commit, which is when the
-   * caller may acknowledge it; rejects (nothing committed) when the handler, the inbox or the
-   * transaction failed, or the message has no id ({@link MissingMessageIdError}).
+   * Handles `raw` once: in a transaction of the runner, records its identity in the inbox and runs
+   * the handler, with the message `build` makes of the id, unless it was recorded before.
+   * Resolves after the commit, which is when the caller may acknowledge it; rejects (nothing
+   * committed) when the handler, the inbox or the transaction failed, or the message has no id
+   * ({@link MissingMessageIdError}).
    */
-  async receive(message: M, found: ReceivedIdentity): Promise<InboxOutcome<unknown>> {
-    const id = found.id ?? this.id?.(message);
+  async receive(raw: Raw, found: ReceivedIdentity, build: (id: string) => M): Promise<ReceiveOutcome> {
+    const id = found.id ?? this.id?.(raw);
     if (id === undefined) throw new MissingMessageIdError(this.what, found.source);
     if (typeof id !== 'string' && typeof id !== 'number') {
       throw new OutboxerError(
@@ -145,10 +182,13 @@ export class InboxReceiver<M, Sync extends boolean> {
         `The "id" option of ${this.what} must return a string or a safe integer; got ${showValue(id)}.`,
       );
     }
+    const text = String(id);
+    const message = build(text);
     const identity = { id, source: found.source, groupKey: found.groupKey };
-    return (await this.transaction((tx) =>
+    const outcome = (await this.transaction((tx) =>
       this.inbox.handle(tx, identity, () => this.handler(message, tx) as never),
     )) as InboxOutcome<unknown>;
+    return { ...outcome, id: text, source: found.source };
   }
 }
 

@@ -124,7 +124,8 @@ const WHAT = 'webhookReceiver';
 export function webhookReceiver<OutboxerTx, Sync extends boolean, Tx extends OutboxerTx = OutboxerTx>(
   options: WebhookReceiverOptions<OutboxerTx, Sync, Tx>,
 ): WebhookReceiver {
-  const receiver = new InboxReceiver<ReceivedWebhook, Sync>(WHAT, options, WEBHOOK_KEYS);
+  // No `id` option: the signed webhook-id is the id, always there once the signature matched.
+  const receiver = new InboxReceiver<ReceivedWebhook, Sync>(WHAT, options, WEBHOOK_KEYS, false);
   const secret = checkSecret(options.secret);
   const tolerance = integerOption(`${WHAT}.tolerance`, options.tolerance, 300, 0, 86_400);
   const source = stringOption(`${WHAT}.source`, options.source, '');
@@ -163,7 +164,7 @@ export function webhookReceiver<OutboxerTx, Sync extends boolean, Tx extends Out
       headers,
     };
     try {
-      const outcome = await receiver.receive(webhook, { id: verified.id, source, groupKey });
+      const outcome = await receiver.receive(webhook, { id: verified.id, source, groupKey }, () => webhook);
       return reply(outcome.duplicate ? 200 : 204, outcome.duplicate ? { duplicate: true } : undefined);
     } catch (error) {
       return failure(error, verified.id);
