@@ -114,10 +114,11 @@ export interface ReceivedIdentity {
  * }
  */
 export class MissingMessageIdError extends OutboxerError {
-  constructor(receiver: string, source: string) {
+  /** `hint` says what else may have dropped the id (a consumer that did not ask for attributes). */
+  constructor(receiver: string, source: string, hint = 'it was not relayed by outboxer') {
     super(
       'INVALID_MESSAGE',
-      `${receiver} got a message${source === '' ? '' : ` from "${source}"`} without an outboxer-id: it was not relayed by outboxer. Pass the receiver an "id" option that returns the message's id at its source, or route such messages elsewhere.`,
+      `${receiver} got a message${source === '' ? '' : ` from "${source}"`} without an outboxer-id: ${hint}. Pass the receiver an "id" option that returns the message's id at its source, or route such messages elsewhere.`,
     );
     this.name = 'MissingMessageIdError';
   }
@@ -173,9 +174,14 @@ export class InboxReceiver<M, Sync extends boolean, Raw = M> {
    * committed) when the handler, the inbox or the transaction failed, or the message has no id
    * ({@link MissingMessageIdError}).
    */
-  async receive(raw: Raw, found: ReceivedIdentity, build: (id: string) => M): Promise<ReceiveOutcome> {
+  async receive(
+    raw: Raw,
+    found: ReceivedIdentity,
+    build: (id: string) => M,
+    hint?: string,
+  ): Promise<ReceiveOutcome> {
     const id = found.id ?? this.id?.(raw);
-    if (id === undefined) throw new MissingMessageIdError(this.what, found.source);
+    if (id === undefined) throw new MissingMessageIdError(this.what, found.source, hint);
     if (typeof id !== 'string' && typeof id !== 'number') {
       throw new OutboxerError(
         'INVALID_MESSAGE',

@@ -12,7 +12,8 @@ import {
   type ReceiverOptions,
 } from '../../core/inbox/receiver.js';
 import { headersOf, identityOf, receivedMessage, textOf } from '../shared/received.js';
-import { PartitionSequencer } from './kafka-partitions.js';
+import { OutboxerError } from '../../core/errors.js';
+import { OrderedLanes } from '../shared/lanes.js';
 
 /** A record as a Kafka receiver's handler gets it. */
 export interface ReceivedKafkaMessage<Raw> extends ReceivedMessage<Raw> {
@@ -86,32 +87,45 @@ function kafkaReceiver<Raw, Sync extends boolean>(
   const receiver = new InboxReceiver<ReceivedKafkaMessage<Raw>, Sync, Raw>(what, options, ['source']);
   const source = (options as { source?: unknown }).source;
   if (source !== undefined) stringOption(`${what}.source`, source, '');
-  const sequencer = new PartitionSequencer(what);
+  const lanes = new OrderedLanes();
   return (raw, record, acknowledge) =>
-    sequencer.run(record.topic, record.partition, record.offset, async () => {
-      const headers = headersOf(record.headers);
-      const identity = identityOf(headers, record.topic, source as string | undefined);
-      const outcome = await receiver.receive(raw, identity, (id) => ({
-        ...receivedMessage(raw, id, identity, headers, record.value),
-        topic: record.topic,
-        partition: record.partition,
-        offset: String(record.offset),
-        key: textOf(record.key) ?? null,
-      }));
-      // After the commit of the transaction, and only then.
-      await acknowledge();
-      return outcome;
-    });
+    lanes.run(
+      `${record.topic}/${record.partition}`,
+      record.offset,
+      async () => {
+        const headers = headersOf(record.headers);
+        const identity = identityOf(headers, record.topic, source as string | undefined);
+        const outcome = await receiver.receive(raw, identity, (id) => ({
+          ...receivedMessage(raw, id, identity, headers, record.value),
+          topic: record.topic,
+          partition: record.partition,
+          offset: String(record.offset),
+          key: textOf(record.key) ?? null,
+        }));
+        // After the commit of the transaction, and only then.
+        await acknowledge();
+        return outcome;
+      },
+      (failedAt) => refusal(what, record, failedAt),
+    );
+}
+
+function refusal(what: string, record: RecordParts, failedAt: bigint): OutboxerError {
+  return new OutboxerError(
+    'INVALID_STATE',
+    `${what} did not handle offset ${record.offset} of ${record.topic}/${record.partition}: the record at offset ${failedAt} failed before it, and committing a later offset would acknowledge that one unhandled. Stop consuming and consume again from the committed offset, which delivers it again.`,
+  );
 }
 
 /**
  * A receiver for messages consumed with @platformatic/kafka: `await receive(message)` handles the
  * message once in your transaction, then commits its offset. Consume with `autocommit: false`
- * (autocommit would commit offsets on a timer, handled or not) and one message at a time or not:
- * the receiver runs each partition's messages in order. When one fails (the handler, the
- * transaction, the commit) its promise rejects and no later message of its partition is handled
- * or committed; close the stream and consume again, which delivers it again from the committed
- * offset.
+ * (autocommit would commit offsets on a timer, handled or not). Calls for one partition run one
+ * after another, in the order made. When one fails (the handler, the transaction, the commit) its
+ * promise rejects, and the calls of its partition already waiting behind it are refused
+ * (`INVALID_STATE`), neither handled nor committed. Let the error end your loop: close the stream
+ * and consume again, which delivers the message again from the committed offset. A loop that
+ * catches the error and goes on would commit a later offset, acknowledging the failed message.
  *
  * @example
  * const receive = platformaticReceiver({ outboxer, inbox: 'orders', transaction, handler });
