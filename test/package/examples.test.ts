@@ -44,7 +44,10 @@ const expectedOutput: Array<[RegExp, RegExp]> = [
   [/^examples\/inbox\.ts$/, /charges for order 42: 1/],
   // Each step once, though the first webhook was sent twice.
   [/^examples\/receivers\/webhook\.ts$/, /3 requests, order 1 steps: placed, paid/],
-  [/^examples\/receivers\/(kafka|sqs)\.ts$/, /already handled[\s\S]*order 1 shipped steps: placed, paid/],
+  [
+    /^examples\/receivers\/(kafka|sqs|rabbitmq)\.ts$/,
+    /already handled[\s\S]*order 1 shipped steps: placed, paid/,
+  ],
   [/^examples\/ordering\.ts$/, /strict, in the end: order:1 placed/],
   [/^examples\/adapters\//, /"type": "OrderPlaced"/],
   // Both messages of order 1, in order, as the broker's consumer saw them.
