@@ -1,0 +1,79 @@
+/**
+ * The BullMQ receiver: a worker's processor that handles a job once through an inbox in the
+ * consumer's transaction. BullMQ completes the job when the processor resolves (after the commit)
+ * and retries it (its `attempts` and `backoff`) when it throws. Structural: nothing of bullmq is
+ * imported.
+ */
+import {
+  InboxReceiver,
+  stringOption,
+  type ReceivedMessage,
+  type ReceiveOutcome,
+  type ReceiverOptions,
+} from '../../core/inbox/receiver.js';
+import { jobIdentity } from '../shared/jobs.js';
+import { receivedMessage } from '../shared/received.js';
+
+/** What the receiver uses of a BullMQ `Job`. */
+export interface BullmqJobLike {
+  readonly id?: string;
+  readonly name: string;
+  readonly data: unknown;
+  readonly queueName: string;
+}
+
+/**
+ * Options of {@link bullmqReceiver}: those of every receiver, and `source`.
+ *
+ * @example
+ * new Worker('orders', bullmqReceiver({ outboxer, inbox: 'shipping', transaction, handler }), { connection });
+ */
+export interface BullmqReceiverOptions<
+  Raw,
+  OutboxerTx,
+  Sync extends boolean,
+  Tx extends OutboxerTx = OutboxerTx,
+> extends ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw> {
+  /**
+   * The inbox's source for every job. Default: the `outboxer-outbox` header (or the outbox in the
+   * job id), else the queue's name.
+   */
+  source?: string;
+}
+
+const WHAT = 'bullmqReceiver';
+
+/**
+ * A BullMQ processor: `new Worker(queue, bullmqReceiver({ … }), { connection })`. It handles each
+ * job once in your transaction and resolves after the commit, so that BullMQ completes the job
+ * only then; when anything fails it throws, and BullMQ retries the job by its `attempts` and
+ * `backoff`. A job whose first run committed but did not complete (a stalled worker, a job added
+ * again by a redelivery after the first was removed) is a duplicate: the handler is not called.
+ * The job's return value is the inbox's outcome.
+ *
+ * The job's data is the relay's default `{ payload, headers }`, or the bare payload with the
+ * relay's default job id `outboxer-<outbox>-<id>`; the handler's `payload` is the payload.
+ *
+ * @example
+ * const worker = new Worker('orders', bullmqReceiver({ outboxer, inbox: 'shipping', transaction, handler }), { connection });
+ */
+export function bullmqReceiver<
+  OutboxerTx,
+  Sync extends boolean,
+  Tx extends OutboxerTx = OutboxerTx,
+  Raw extends BullmqJobLike = BullmqJobLike,
+>(options: BullmqReceiverOptions<Raw, OutboxerTx, Sync, Tx>): (job: Raw) => Promise<ReceiveOutcome> {
+  const receiver = new InboxReceiver<ReceivedMessage<Raw>, Sync, Raw>(WHAT, options, ['source']);
+  const source =
+    options.source === undefined ? undefined : stringOption(`${WHAT}.source`, options.source, '');
+  return (job) => {
+    const { identity, headers, body } = jobIdentity(
+      { id: job.id, queue: job.queueName, data: job.data },
+      source,
+    );
+    return receiver.receive(job, identity, (id) => ({
+      ...receivedMessage(job, id, identity, headers, null),
+      payload: body,
+    }));
+  };
+}
