@@ -45,7 +45,7 @@ const expectedOutput: Array<[RegExp, RegExp]> = [
   // Each step once, though the first webhook was sent twice.
   [/^examples\/receivers\/webhook\.ts$/, /3 requests, order 1 steps: placed, paid/],
   [
-    /^examples\/receivers\/(kafka|sqs|rabbitmq|nats|redis-streams|bullmq)\.ts$/,
+    /^examples\/receivers\/(kafka|sqs|rabbitmq|nats|redis-streams|bullmq|pg-boss)\.ts$/,
     /already handled[\s\S]*order 1 shipped steps: placed, paid/,
   ],
   [/^examples\/ordering\.ts$/, /strict, in the end: order:1 placed/],

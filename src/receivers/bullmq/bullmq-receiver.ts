@@ -42,6 +42,13 @@ export interface BullmqReceiverOptions<
 }
 
 const WHAT = 'bullmqReceiver';
+const DEFAULT_JOB_ID = /^outboxer-([A-Za-z0-9_.-]+)-(\d+)$/;
+
+/** The relay's default job id, `outboxer-<outbox>-<id>` (see `defaultJobId`). */
+function readJobId(jobId: string): { id: string; outbox: string } | undefined {
+  const found = DEFAULT_JOB_ID.exec(jobId);
+  return found === null ? undefined : { outbox: found[1]!, id: found[2]! };
+}
 
 /**
  * A BullMQ processor: `new Worker(queue, bullmqReceiver({ … }), { connection })`. It handles each
@@ -70,6 +77,7 @@ export function bullmqReceiver<
     const { identity, headers, body } = jobIdentity(
       { id: job.id, queue: job.queueName, data: job.data },
       source,
+      readJobId,
     );
     return receiver.receive(job, identity, (id) => ({
       ...receivedMessage(job, id, identity, headers, null),
