@@ -9,12 +9,20 @@
 import { randomBytes } from 'node:crypto';
 import { Queue, Worker, type Job } from 'bullmq';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
-import { Outboxer, type PublishInput } from 'outboxer';
+import { Outboxer } from 'outboxer';
 import { bullmqReceiver, bullmqRelay, type BullmqQueueLike } from 'outboxer/bullmq';
 import { nodePostgres } from 'outboxer/pg';
 import { postgresFixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
-import { clear, consumerOf, effects, pgRunner, recordEffect, type PostgresFixture } from './support.js';
+import {
+  clear,
+  consumerOf,
+  effects,
+  pgRunner,
+  recordEffect,
+  type PostgresFixture,
+  orderSteps,
+} from './support.js';
 
 const connection = { host: '127.0.0.1', port: 6379 };
 const prefix = `outboxer-receiver-${randomBytes(4).toString('hex')}`;
@@ -38,12 +46,7 @@ beforeEach(async () => {
   runner = pgRunner(fixture.pool);
 });
 
-const published: PublishInput[] = Array.from({ length: 6 }, (_, i) => ({
-  outbox: 'orders',
-  payload: { n: i },
-  type: 'order.step',
-  groupKey: `order:${i % 2}`,
-}));
+const published = orderSteps(6, 2);
 
 test('a job is completed after its commit only; a redelivered job has no second effect', async () => {
   const name = `orders-${randomBytes(4).toString('hex')}`;

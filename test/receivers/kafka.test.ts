@@ -10,7 +10,7 @@ import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { Admin, Consumer, Producer } from '@platformatic/kafka';
 import { Kafka, logLevel } from 'kafkajs';
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
-import { Outboxer, channels, type PublishInput } from 'outboxer';
+import { Outboxer, channels } from 'outboxer';
 import {
   kafkaRelay,
   kafkajsReceiver,
@@ -22,7 +22,16 @@ import { nodePostgres, type PgTransactionClient } from 'outboxer/pg';
 import { postgresFixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 import { BOOTSTRAP, randomName, topicAdmin } from '../relays/kafka-support.js';
-import { clear, consumerOf, effects, pgRunner, recordEffect, type PostgresFixture } from './support.js';
+import {
+  clear,
+  consumerOf,
+  effects,
+  pgRunner,
+  recordEffect,
+  type PostgresFixture,
+  orderSteps,
+  expectOncePerMessageInGroupOrder,
+} from './support.js';
 
 /** The options a test gives a receiver; the client's own message type is left to each client. */
 type Options = Omit<KafkaReceiverOptions<never, PgTransactionClient, false>, 'handler'> & {
@@ -152,12 +161,7 @@ async function acknowledged(group: string, topic: string): Promise<Map<number, b
 const total = (offsets: Map<number, bigint>): number =>
   [...offsets.values()].reduce((a, b) => a + Number(b), 0);
 
-const published: PublishInput[] = Array.from({ length: 9 }, (_, i) => ({
-  outbox: 'orders',
-  payload: { n: i },
-  type: 'order.step',
-  groupKey: `order:${i % 3}`,
-}));
+const published = orderSteps(9, 3);
 
 describe.each(clients)('the Kafka receiver with $name', ({ name, consume }) => {
   test('a failed commit is not acknowledged; each record has one effect, in order, read twice', async () => {
@@ -223,11 +227,7 @@ describe.each(clients)('the Kafka receiver with $name', ({ name, consume }) => {
     await second.stop();
     expect(second.errors).toEqual([]);
     const once = await effects(fixture);
-    expect(once.map((r) => r.message_id).sort()).toEqual([...ids].sort());
-    for (const key of ['order:0', 'order:1', 'order:2']) {
-      const expected = ids.filter((_, i) => published[i]!.groupKey === key);
-      expect(once.filter((r) => r.group_key === key).map((r) => r.message_id)).toEqual(expected);
-    }
+    expectOncePerMessageInGroupOrder(once, ids, published);
     expect(once[0]!.payload).toEqual({ n: Number(ids.indexOf(once[0]!.message_id)) });
 
     // The whole topic read again, as after an offset reset: every record a duplicate, no effect.

@@ -15,12 +15,21 @@ import {
   type JsMsg,
 } from '@nats-io/jetstream';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
-import { Outboxer, type PublishInput } from 'outboxer';
+import { Outboxer } from 'outboxer';
 import { natsReceiver, natsRelay, type JetStreamMessageLike } from 'outboxer/nats';
 import { nodePostgres } from 'outboxer/pg';
 import { postgresFixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
-import { clear, consumerOf, effects, pgRunner, recordEffect, type PostgresFixture } from './support.js';
+import {
+  clear,
+  consumerOf,
+  effects,
+  pgRunner,
+  recordEffect,
+  type PostgresFixture,
+  orderSteps,
+  expectOncePerMessageInGroupOrder,
+} from './support.js';
 
 const random = () => Math.random().toString(36).slice(2, 10);
 
@@ -48,12 +57,7 @@ beforeEach(async () => {
   runner = pgRunner(fixture.pool);
 });
 
-const published: PublishInput[] = Array.from({ length: 8 }, (_, i) => ({
-  outbox: 'orders',
-  payload: { n: i },
-  type: 'order.step',
-  groupKey: `order:${i % 2}`,
-}));
+const published = orderSteps(8, 2);
 
 /** A stream filled by the relay with `published`, and a durable consumer (1 s ack wait) on it. */
 async function relayed(table: string) {
@@ -96,17 +100,6 @@ async function consume(stream: string, onMessage: (message: JsMsg) => void) {
       await reading;
     },
   };
-}
-
-function expectGroupOrder(
-  rows: Array<{ message_id: string; group_key: string | null }>,
-  ids: string[],
-): void {
-  expect(rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
-  for (const key of ['order:0', 'order:1']) {
-    const expected = ids.filter((_, i) => published[i]!.groupKey === key);
-    expect(rows.filter((r) => r.group_key === key).map((r) => r.message_id)).toEqual(expected);
-  }
 }
 
 const options = () => ({
@@ -155,7 +148,7 @@ test('acked after the commit only; a failed commit is nak’ed with its group be
   await waitUntil(() => ids.every((id) => events.includes(`ack ${id}`)), 30_000, 'every ack');
   await reader.stop();
 
-  expectGroupOrder(await effects(fixture), ids);
+  expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
   for (const id of ids) {
     const mine = events.filter((e) => e.endsWith(` ${id}`));
     expect(
@@ -207,5 +200,5 @@ test('messages whose acks never reached the server come back and have no second 
   expect(
     outcomes.every((o) => o.status === 'fulfilled' && (o.value as { duplicate: boolean }).duplicate),
   ).toBe(true);
-  expectGroupOrder(await effects(fixture), ids);
+  expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
 });

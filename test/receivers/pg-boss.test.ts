@@ -8,12 +8,20 @@
 import { randomBytes } from 'node:crypto';
 import PgBoss from 'pg-boss';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
-import { Outboxer, type PublishInput, type ReceiveOutcome } from 'outboxer';
+import { Outboxer, type ReceiveOutcome } from 'outboxer';
 import { pgBossJobId, pgBossReceiver, pgBossRelay } from 'outboxer/pg-boss';
 import { nodePostgres } from 'outboxer/pg';
 import { DATABASE_URL, postgresFixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
-import { clear, consumerOf, effects, pgRunner, recordEffect, type PostgresFixture } from './support.js';
+import {
+  clear,
+  consumerOf,
+  effects,
+  pgRunner,
+  recordEffect,
+  type PostgresFixture,
+  orderSteps,
+} from './support.js';
 
 const schema = `pgboss_receiver_${randomBytes(4).toString('hex')}`;
 
@@ -43,12 +51,7 @@ beforeEach(async () => {
 /** The relay's job id of an outbox message. */
 const jobIdOf = (id: string): string => pgBossJobId({ outbox: 'orders', id: Number(id) });
 
-const published: PublishInput[] = Array.from({ length: 6 }, (_, i) => ({
-  outbox: 'orders',
-  payload: { n: i },
-  type: 'order.step',
-  groupKey: `order:${i % 2}`,
-}));
+const published = orderSteps(6, 2);
 
 test('a batch is completed after its commits only; a failed one is retried, with no second effect', async () => {
   const queue = `orders_${randomBytes(4).toString('hex')}`;

@@ -8,12 +8,21 @@
  */
 import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from 'amqplib';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
-import { Outboxer, type PublishInput } from 'outboxer';
+import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { rabbitmqReceiver, rabbitmqRelay } from 'outboxer/rabbitmq';
 import { postgresFixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
-import { clear, consumerOf, effects, pgRunner, recordEffect, type PostgresFixture } from './support.js';
+import {
+  clear,
+  consumerOf,
+  effects,
+  pgRunner,
+  recordEffect,
+  type PostgresFixture,
+  orderSteps,
+  expectOncePerMessageInGroupOrder,
+} from './support.js';
 
 const URL = 'amqp://guest:guest@127.0.0.1:5672';
 const random = () => Math.random().toString(36).slice(2, 10);
@@ -38,12 +47,7 @@ beforeEach(async () => {
   runner = pgRunner(fixture.pool);
 });
 
-const published: PublishInput[] = Array.from({ length: 8 }, (_, i) => ({
-  outbox: 'orders',
-  payload: { n: i },
-  type: 'order.step',
-  groupKey: `order:${i % 2}`,
-}));
+const published = orderSteps(8, 2);
 
 /** A topic exchange and a queue bound to all of it, filled by the relay with `published`. */
 async function relayed(table: string): Promise<{ queue: string; ids: string[]; remove(): Promise<void> }> {
@@ -79,17 +83,6 @@ async function messagesIn(queue: string): Promise<number> {
   const { messageCount } = await channel.checkQueue(queue);
   await channel.close();
   return messageCount;
-}
-
-function expectGroupOrder(
-  rows: Array<{ message_id: string; group_key: string | null }>,
-  ids: string[],
-): void {
-  expect(rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
-  for (const key of ['order:0', 'order:1']) {
-    const expected = ids.filter((_, i) => published[i]!.groupKey === key);
-    expect(rows.filter((r) => r.group_key === key).map((r) => r.message_id)).toEqual(expected);
-  }
 }
 
 test('acked after the commit only; a failed commit is requeued with its group behind it, in order', async () => {
@@ -132,7 +125,7 @@ test('acked after the commit only; a failed commit is requeued with its group be
   await channel.cancel(consumerTag);
   await channel.close();
 
-  expectGroupOrder(await effects(fixture), ids);
+  expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
   for (const id of ids) {
     const mine = events.filter((e) => e.endsWith(` ${id}`));
     expect(
@@ -186,6 +179,6 @@ test('deliveries whose acks were lost come back and have no second effect', asyn
   expect(outcomes).toEqual(
     ids.map(() => ({ status: 'fulfilled', value: expect.objectContaining({ duplicate: true }) })),
   );
-  expectGroupOrder(await effects(fixture), ids);
+  expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
   await remove();
 });

@@ -8,12 +8,21 @@
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
-import { Outboxer, type PublishInput } from 'outboxer';
+import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { redisStreamsReceiver, redisStreamsRelay, type RedisStreamEntry } from 'outboxer/redis-streams';
 import { postgresFixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
-import { clear, consumerOf, effects, pgRunner, recordEffect, type PostgresFixture } from './support.js';
+import {
+  clear,
+  consumerOf,
+  effects,
+  pgRunner,
+  recordEffect,
+  type PostgresFixture,
+  orderSteps,
+  expectOncePerMessageInGroupOrder,
+} from './support.js';
 
 const random = () => Math.random().toString(36).slice(2, 10);
 const GROUP = 'shipping';
@@ -39,12 +48,7 @@ beforeEach(async () => {
   runner = pgRunner(fixture.pool);
 });
 
-const published: PublishInput[] = Array.from({ length: 8 }, (_, i) => ({
-  outbox: 'orders',
-  payload: { n: i },
-  type: 'order.step',
-  groupKey: `order:${i % 2}`,
-}));
+const published = orderSteps(8, 2);
 
 /** A stream with the consumer group, filled by the relay with `published`. */
 async function relayed(table: string): Promise<{ stream: string; ids: string[] }> {
@@ -82,17 +86,6 @@ async function read(stream: string, consumerName: string, from: '0' | '>'): Prom
 async function pending(stream: string): Promise<number> {
   const [count] = (await redis.xpending(stream, GROUP)) as [number];
   return count;
-}
-
-function expectGroupOrder(
-  rows: Array<{ message_id: string; group_key: string | null }>,
-  ids: string[],
-): void {
-  expect(rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
-  for (const key of ['order:0', 'order:1']) {
-    const expected = ids.filter((_, i) => published[i]!.groupKey === key);
-    expect(rows.filter((r) => r.group_key === key).map((r) => r.message_id)).toEqual(expected);
-  }
 }
 
 const options = (stream: string) => ({
@@ -148,7 +141,7 @@ test('XACKed after the commit only; a failed commit stays pending with its group
     await Promise.all(entries.map((entry) => receive(entry)));
   }
 
-  expectGroupOrder(await effects(fixture), ids);
+  expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
   for (const id of ids) {
     const mine = events.filter((e) => e.endsWith(` ${id}`));
     expect(
@@ -184,5 +177,5 @@ test('entries a consumer handled but never acked are claimed by another and have
     ids.map(() => ({ status: 'fulfilled', value: expect.objectContaining({ duplicate: true }) })),
   );
   await waitUntil(async () => (await pending(stream)) === 0, 10_000, 'every entry acked');
-  expectGroupOrder(await effects(fixture), ids);
+  expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
 });

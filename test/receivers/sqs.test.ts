@@ -7,11 +7,20 @@
  */
 import * as sqs from '@aws-sdk/client-sqs';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
-import { Outboxer, type PublishInput } from 'outboxer';
+import { Outboxer } from 'outboxer';
 import { nodePostgres, type PgTransactionClient } from 'outboxer/pg';
 import { sqsRelay, sqsReceiver, type SqsReceivedMessageLike } from 'outboxer/sqs';
 import { postgresFixture } from '../support/databases.js';
-import { clear, consumerOf, effects, pgRunner, recordEffect, type PostgresFixture } from './support.js';
+import {
+  clear,
+  consumerOf,
+  effects,
+  pgRunner,
+  recordEffect,
+  type PostgresFixture,
+  orderSteps,
+  expectOncePerMessageInGroupOrder,
+} from './support.js';
 
 const ENDPOINT = 'http://127.0.0.1:9324';
 
@@ -88,12 +97,7 @@ async function queueIsEmpty(queueUrl: string): Promise<boolean> {
   );
 }
 
-const published: PublishInput[] = Array.from({ length: 6 }, (_, i) => ({
-  outbox: 'orders',
-  payload: { n: i },
-  type: 'order.step',
-  groupKey: `order:${i % 2}`,
-}));
+const published = orderSteps(6, 2);
 
 test('each message is deleted after its commit only, and has one effect though received again', async () => {
   const queueUrl = await createQueue();
@@ -156,11 +160,7 @@ test('each message is deleted after its commit only, and has one effect though r
   for (const error of errors.slice(1)) expect(error).toMatchObject({ code: 'INVALID_STATE' });
 
   const rows = await effects(fixture);
-  expect(rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
-  for (const key of ['order:0', 'order:1']) {
-    const expected = ids.filter((_, i) => published[i]!.groupKey === key);
-    expect(rows.filter((r) => r.group_key === key).map((r) => r.message_id)).toEqual(expected);
-  }
+  expectOncePerMessageInGroupOrder(rows, ids, published);
   for (const id of ids) {
     const mine = events.filter((e) => e.endsWith(` ${id}`));
     // Never deleted before a commit; the failed commit was not followed by a delete.

@@ -4,7 +4,8 @@
  * that can be made to fail at commit, and a logger that keeps what it was told.
  */
 import pg from 'pg';
-import { Outboxer, type Logger } from 'outboxer';
+import { expect } from 'vitest';
+import { Outboxer, type Logger, type PublishInput } from 'outboxer';
 import { nodePostgres, type PgTransactionClient } from 'outboxer/pg';
 import { postgresFixture } from '../support/databases.js';
 
@@ -92,4 +93,30 @@ export async function inboxRows(fixture: PostgresFixture): Promise<number> {
 
 export async function clear(fixture: PostgresFixture): Promise<void> {
   await fixture.pool.query('TRUNCATE effects, outboxer_inbox');
+}
+
+/** `count` messages of the `orders` outbox, spread over `groups` groups (`order:0`, `order:1`…). */
+export function orderSteps(count: number, groups: number): PublishInput[] {
+  return Array.from({ length: count }, (_, i) => ({
+    outbox: 'orders',
+    payload: { n: i },
+    type: 'order.step',
+    groupKey: `order:${i % groups}`,
+  }));
+}
+
+/** Each published message has exactly one effect, and each group's effects are in publish order. */
+export function expectOncePerMessageInGroupOrder(
+  rows: ReadonlyArray<{ message_id: string; group_key: string | null }>,
+  ids: readonly string[],
+  published: readonly PublishInput[],
+): void {
+  expect(rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
+  for (const key of new Set(published.map((p) => p.groupKey))) {
+    const expected = ids.filter((_, i) => published[i]!.groupKey === key);
+    expect(
+      rows.filter((r) => r.group_key === key).map((r) => r.message_id),
+      `the effects of ${key}`,
+    ).toEqual(expected);
+  }
 }

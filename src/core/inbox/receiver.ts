@@ -66,6 +66,12 @@ export interface ReceiverOptions<
    * {@link MissingMessageIdError}. Default: every such message is refused.
    */
   id?: (message: Raw) => string | number | undefined;
+  /**
+   * The inbox's source for every message: where its ids are unique. Default: the message's
+   * `outboxer-outbox` header (outbox ids are unique per outbox), else the name of where it was
+   * received from (the topic, queue, subject or stream).
+   */
+  source?: string;
 }
 
 /**
@@ -128,7 +134,10 @@ export class MissingMessageIdError extends OutboxerError {
 export class InboxReceiver<M, Sync extends boolean, Raw = M> {
   readonly logger: Logger;
   readonly inboxName: string;
-  private readonly what: string;
+  /** The receiver's name in messages (`webhookReceiver`…). */
+  readonly what: string;
+  /** The `source` option, undefined when it was left out. */
+  readonly source: string | undefined;
   private readonly inbox: Inbox<unknown, Sync>;
   private readonly transaction: (work: (tx: unknown) => unknown) => unknown;
   private readonly handler: (message: M, tx: unknown) => unknown;
@@ -155,12 +164,15 @@ export class InboxReceiver<M, Sync extends boolean, Raw = M> {
     for (const key of ['transaction', 'handler'] as const) {
       if (typeof raw[key] !== 'function') throw invalidOption(`${what}.${key}`, 'a function', raw[key]);
     }
+    if (raw.source !== undefined && typeof raw.source !== 'string')
+      throw invalidOption(`${what}.source`, 'a string', raw.source);
     if (raw.id !== undefined && typeof raw.id !== 'function')
       throw invalidOption(`${what}.id`, 'a function (message) => id', raw.id);
     // Looked up now: a misspelt inbox fails at start-up (UNKNOWN_INBOX), not at the first message.
     this.inbox = outboxer.inbox(raw.inbox) as Inbox<unknown, Sync>;
     this.inboxName = raw.inbox;
     this.what = what;
+    this.source = raw.source as string | undefined;
     this.logger = outboxer.settings.logger;
     this.transaction = raw.transaction as InboxReceiver<M, Sync, Raw>['transaction'];
     this.handler = raw.handler as InboxReceiver<M, Sync, Raw>['handler'];
@@ -198,13 +210,4 @@ export class InboxReceiver<M, Sync extends boolean, Raw = M> {
   }
 }
 
-const RECEIVER_KEYS = ['outboxer', 'inbox', 'transaction', 'handler', 'id'];
-
-/**
- * An optional string option of a receiver, such as `source`: its value, or `fallback`.
- */
-export function stringOption(path: string, value: unknown, fallback: string): string {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'string') throw invalidOption(path, 'a string', value);
-  return value;
-}
+const RECEIVER_KEYS = ['outboxer', 'inbox', 'transaction', 'handler', 'id', 'source'];

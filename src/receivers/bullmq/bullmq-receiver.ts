@@ -6,7 +6,6 @@
  */
 import {
   InboxReceiver,
-  stringOption,
   type ReceivedMessage,
   type ReceiveOutcome,
   type ReceiverOptions,
@@ -23,23 +22,17 @@ export interface BullmqJobLike {
 }
 
 /**
- * Options of {@link bullmqReceiver}: those of every receiver, and `source`.
+ * Options of {@link bullmqReceiver}: those of every receiver.
  *
  * @example
  * new Worker('orders', bullmqReceiver({ outboxer, inbox: 'shipping', transaction, handler }), { connection });
  */
-export interface BullmqReceiverOptions<
+export type BullmqReceiverOptions<
   Raw,
   OutboxerTx,
   Sync extends boolean,
   Tx extends OutboxerTx = OutboxerTx,
-> extends ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw> {
-  /**
-   * The inbox's source for every job. Default: the `outboxer-outbox` header (or the outbox in the
-   * job id), else the queue's name.
-   */
-  source?: string;
-}
+> = ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw>;
 
 const WHAT = 'bullmqReceiver';
 const DEFAULT_JOB_ID = /^outboxer-([A-Za-z0-9_.-]+)-(\d+)$/;
@@ -70,13 +63,11 @@ export function bullmqReceiver<
   Tx extends OutboxerTx = OutboxerTx,
   Raw extends BullmqJobLike = BullmqJobLike,
 >(options: BullmqReceiverOptions<Raw, OutboxerTx, Sync, Tx>): (job: Raw) => Promise<ReceiveOutcome> {
-  const receiver = new InboxReceiver<ReceivedMessage<Raw>, Sync, Raw>(WHAT, options, ['source']);
-  const source =
-    options.source === undefined ? undefined : stringOption(`${WHAT}.source`, options.source, '');
+  const receiver = new InboxReceiver<ReceivedMessage<Raw>, Sync, Raw>(WHAT, options, []);
   return (job) => {
     const { identity, headers, body } = jobIdentity(
       { id: job.id, queue: job.queueName, data: job.data },
-      source,
+      receiver.source,
       readJobId,
     );
     return receiver.receive(job, identity, (id) => ({

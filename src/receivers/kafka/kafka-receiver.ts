@@ -6,7 +6,6 @@
  */
 import {
   InboxReceiver,
-  stringOption,
   type ReceivedMessage,
   type ReceiveOutcome,
   type ReceiverOptions,
@@ -26,24 +25,18 @@ export interface ReceivedKafkaMessage<Raw> extends ReceivedMessage<Raw> {
 }
 
 /**
- * Options of the Kafka receivers: those of every receiver, and `source`.
+ * Options of the Kafka receivers: those of every receiver.
  *
  * @example
  * platformaticReceiver({ outboxer, inbox: 'orders', transaction: (work) => sql.begin(work),
  *   handler: async (message, sql) => { await sql`INSERT INTO shipments ${sql(message.payload)}`; } });
  */
-export interface KafkaReceiverOptions<
+export type KafkaReceiverOptions<
   Raw,
   OutboxerTx,
   Sync extends boolean,
   Tx extends OutboxerTx = OutboxerTx,
-> extends ReceiverOptions<ReceivedKafkaMessage<Raw>, OutboxerTx, Sync, Tx, Raw> {
-  /**
-   * The inbox's source for every record. Default: the record's `outboxer-outbox` header (outbox
-   * ids are unique per outbox), or its topic for a record without one.
-   */
-  source?: string;
-}
+> = ReceiverOptions<ReceivedKafkaMessage<Raw>, OutboxerTx, Sync, Tx, Raw>;
 
 /** What the @platformatic/kafka receiver uses of a consumed message (1.x and 2.x). */
 export interface PlatformaticConsumedMessageLike {
@@ -84,9 +77,7 @@ function kafkaReceiver<Raw, Sync extends boolean>(
   what: string,
   options: unknown,
 ): (raw: Raw, record: RecordParts, acknowledge: () => unknown) => Promise<ReceiveOutcome> {
-  const receiver = new InboxReceiver<ReceivedKafkaMessage<Raw>, Sync, Raw>(what, options, ['source']);
-  const source = (options as { source?: unknown }).source;
-  if (source !== undefined) stringOption(`${what}.source`, source, '');
+  const receiver = new InboxReceiver<ReceivedKafkaMessage<Raw>, Sync, Raw>(what, options, []);
   const lanes = new OrderedLanes();
   return (raw, record, acknowledge) =>
     lanes.run(
@@ -94,7 +85,7 @@ function kafkaReceiver<Raw, Sync extends boolean>(
       record.offset,
       async () => {
         const headers = headersOf(record.headers);
-        const identity = identityOf(headers, record.topic, source as string | undefined);
+        const identity = identityOf(headers, record.topic, receiver.source);
         const outcome = await receiver.receive(raw, identity, (id) => ({
           ...receivedMessage(raw, id, identity, headers, record.value),
           topic: record.topic,

@@ -5,14 +5,12 @@
  */
 import {
   InboxReceiver,
-  stringOption,
   type ReceivedMessage,
   type ReceiveOutcome,
   type ReceiverOptions,
 } from '../../core/inbox/receiver.js';
 import { integerOption } from '../../core/options.js';
 import { OrderedLanes } from '../shared/lanes.js';
-import { identityOf, receivedMessage } from '../shared/received.js';
 import { settleInOrder } from '../shared/settle.js';
 
 /** What the receiver uses of a `JsMsg` (`@nats-io/jetstream` 3.x). */
@@ -39,11 +37,6 @@ export interface NatsReceiverOptions<
 > extends ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw> {
   /** Milliseconds before a message that failed is delivered again (`nak(delay)`). Default 0. */
   nakDelay?: number;
-  /**
-   * The inbox's source for every message. Default: the `outboxer-outbox` header (outbox ids are
-   * unique per outbox), else the subject.
-   */
-  source?: string;
 }
 
 const WHAT = 'natsReceiver';
@@ -69,29 +62,22 @@ export function natsReceiver<
 >(
   options: NatsReceiverOptions<Raw, OutboxerTx, Sync, Tx>,
 ): (message: Raw) => Promise<PromiseSettledResult<ReceiveOutcome>> {
-  const receiver = new InboxReceiver<ReceivedMessage<Raw>, Sync, Raw>(WHAT, options, ['nakDelay', 'source']);
+  const receiver = new InboxReceiver<ReceivedMessage<Raw>, Sync, Raw>(WHAT, options, ['nakDelay']);
   const nakDelay = integerOption(`${WHAT}.nakDelay`, options.nakDelay, 0, 0, 86_400_000);
-  const source =
-    options.source === undefined ? undefined : stringOption(`${WHAT}.source`, options.source, '');
   const lanes = new OrderedLanes();
 
   return (message) => {
     const headers: Record<string, string> = {};
     for (const key of message.headers?.keys() ?? []) headers[key] = message.headers!.get(key);
-    const identity = identityOf(headers, message.subject, source);
     return settleInOrder(
-      WHAT,
+      receiver,
       lanes,
-      identity,
-      () =>
-        receiver.receive(message, identity, (id) =>
-          receivedMessage(message, id, identity, headers, message.data),
-        ),
+      message,
+      { headers, body: message.data, destination: message.subject },
       {
         acknowledge: () => message.ack(),
         giveBack: () => (nakDelay > 0 ? message.nak(nakDelay) : message.nak()),
       },
-      receiver.logger,
     );
   };
 }

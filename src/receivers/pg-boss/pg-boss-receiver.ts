@@ -6,7 +6,6 @@
  */
 import {
   InboxReceiver,
-  stringOption,
   type ReceivedMessage,
   type ReceiveOutcome,
   type ReceiverOptions,
@@ -24,20 +23,17 @@ export interface PgBossJobLike {
 }
 
 /**
- * Options of {@link pgBossReceiver}: those of every receiver, and `source`.
+ * Options of {@link pgBossReceiver}: those of every receiver.
  *
  * @example
  * await boss.work('orders', pgBossReceiver({ outboxer, inbox: 'shipping', transaction, handler }));
  */
-export interface PgBossReceiverOptions<
+export type PgBossReceiverOptions<
   Raw,
   OutboxerTx,
   Sync extends boolean,
   Tx extends OutboxerTx = OutboxerTx,
-> extends ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw> {
-  /** The inbox's source for every job. Default: the `outboxer-outbox` header, else the queue's name. */
-  source?: string;
-}
+> = ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw>;
 
 const WHAT = 'pgBossReceiver';
 
@@ -69,9 +65,7 @@ export function pgBossReceiver<
 >(
   options: PgBossReceiverOptions<Raw, OutboxerTx, Sync, Tx>,
 ): (jobs: readonly Raw[]) => Promise<ReceiveOutcome[]> {
-  const receiver = new InboxReceiver<ReceivedMessage<Raw>, Sync, Raw>(WHAT, options, ['source']);
-  const source =
-    options.source === undefined ? undefined : stringOption(`${WHAT}.source`, options.source, '');
+  const receiver = new InboxReceiver<ReceivedMessage<Raw>, Sync, Raw>(WHAT, options, []);
   return async (jobs) => {
     if (!Array.isArray(jobs))
       throw invalidOption(`${WHAT}(jobs)`, 'the array of jobs pg-boss passes to work()', jobs);
@@ -79,7 +73,7 @@ export function pgBossReceiver<
     for (const job of jobs) {
       const { identity, headers, body } = jobIdentity(
         { id: job.id, queue: job.name, data: job.data },
-        source,
+        receiver.source,
         readJobId,
       );
       outcomes.push(

@@ -5,14 +5,13 @@
  */
 import {
   InboxReceiver,
-  stringOption,
   type ReceivedMessage,
   type ReceiveOutcome,
   type ReceiverOptions,
 } from '../../core/inbox/receiver.js';
 import { booleanOption, invalidOption } from '../../core/options.js';
 import { OrderedLanes } from '../shared/lanes.js';
-import { headersOf, identityOf, receivedMessage } from '../shared/received.js';
+import { headersOf } from '../shared/received.js';
 import { settleInOrder } from '../shared/settle.js';
 
 /** What the receiver uses of an amqplib `ConsumeMessage`. */
@@ -47,11 +46,6 @@ export interface RabbitMqReceiverOptions<
    * `false` drops it, or dead-letters it when the queue has a dead-letter exchange. Default true.
    */
   requeue?: boolean;
-  /**
-   * The inbox's source for every message. Default: the `outboxer-outbox` header (outbox ids are
-   * unique per outbox), else the exchange (the routing key for the default exchange).
-   */
-  source?: string;
 }
 
 const WHAT = 'rabbitmqReceiver';
@@ -77,36 +71,29 @@ export function rabbitmqReceiver<
 >(
   options: RabbitMqReceiverOptions<Raw, OutboxerTx, Sync, Tx>,
 ): (message: Raw | null) => Promise<PromiseSettledResult<ReceiveOutcome> | undefined> {
-  const receiver = new InboxReceiver<ReceivedMessage<Raw>, Sync, Raw>(WHAT, options, [
-    'channel',
-    'requeue',
-    'source',
-  ]);
+  const receiver = new InboxReceiver<ReceivedMessage<Raw>, Sync, Raw>(WHAT, options, ['channel', 'requeue']);
   const { channel } = options;
   if (typeof channel?.ack !== 'function' || typeof channel.nack !== 'function')
     throw invalidOption(`${WHAT}.channel`, 'the amqplib channel the messages are consumed on', channel);
   const requeue = booleanOption(`${WHAT}.requeue`, options.requeue, true);
-  const source =
-    options.source === undefined ? undefined : stringOption(`${WHAT}.source`, options.source, '');
   const lanes = new OrderedLanes();
 
   return async (message) => {
     if (message === null) return undefined; // the broker cancelled the consumer
-    const headers = headersOf(message.properties.headers);
-    const identity = identityOf(headers, message.fields.exchange || message.fields.routingKey, source);
     return settleInOrder(
-      WHAT,
+      receiver,
       lanes,
-      identity,
-      () =>
-        receiver.receive(message, identity, (id) =>
-          receivedMessage(message, id, identity, headers, message.content),
-        ),
+      message,
+      {
+        headers: headersOf(message.properties.headers),
+        body: message.content,
+        // The exchange; for the default exchange (''), the routing key: the queue's name.
+        destination: message.fields.exchange || message.fields.routingKey,
+      },
       {
         acknowledge: () => channel.ack(message as never),
         giveBack: () => channel.nack(message as never, false, requeue),
       },
-      receiver.logger,
     );
   };
 }

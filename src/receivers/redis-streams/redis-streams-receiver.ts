@@ -8,7 +8,6 @@
 import { OutboxerError } from '../../core/errors.js';
 import {
   InboxReceiver,
-  stringOption,
   type ReceivedMessage,
   type ReceiveOutcome,
   type ReceiverOptions,
@@ -17,7 +16,6 @@ import { invalidOption } from '../../core/options.js';
 import { OUTBOXER_HEADERS } from '../../relays/shared/headers.js';
 import type { RedisClientLike } from '../../relays/redis-streams/redis-streams-client.js';
 import { OrderedLanes } from '../shared/lanes.js';
-import { identityOf, receivedMessage } from '../shared/received.js';
 import { settleInOrder } from '../shared/settle.js';
 
 /** An entry as XREADGROUP (and XAUTOCLAIM) return it in ioredis: its id and its flat field list. */
@@ -41,8 +39,6 @@ export interface RedisStreamsReceiverOptions<
   stream: string;
   /** The consumer group they were read with. */
   group: string;
-  /** The inbox's source for every entry. Default: the entry's `outbox` field, else the stream key. */
-  source?: string;
 }
 
 const WHAT = 'redisStreamsReceiver';
@@ -65,14 +61,12 @@ export function redisStreamsReceiver<OutboxerTx, Sync extends boolean, Tx extend
   const receiver = new InboxReceiver<ReceivedMessage<RedisStreamEntry>, Sync, RedisStreamEntry>(
     WHAT,
     options,
-    ['redis', 'stream', 'group', 'source'],
+    ['redis', 'stream', 'group'],
   );
   const { redis } = options;
   if (typeof redis?.pipeline !== 'function') throw invalidOption(`${WHAT}.redis`, 'an ioredis client', redis);
   const stream = nonEmpty('stream', options.stream);
   const group = nonEmpty('group', options.group);
-  const source =
-    options.source === undefined ? undefined : stringOption(`${WHAT}.source`, options.source, '');
   const lanes = new OrderedLanes();
 
   async function acknowledge(id: string): Promise<void> {
@@ -91,18 +85,13 @@ export function redisStreamsReceiver<OutboxerTx, Sync extends boolean, Tx extend
     const fields: Record<string, string> = {};
     for (let i = 0; i + 1 < list.length; i += 2) fields[list[i]!] = list[i + 1]!;
     const headers = headersOf(fields);
-    const identity = identityOf(headers, stream, source);
     return settleInOrder(
-      WHAT,
+      receiver,
       lanes,
-      identity,
-      () =>
-        receiver.receive(entry, identity, (messageId) =>
-          receivedMessage(entry, messageId, identity, headers, fields.payload),
-        ),
+      entry,
+      { headers, body: fields.payload, destination: stream },
       // Nothing to give back: the entry stays pending until it is read again or claimed.
       { acknowledge: () => acknowledge(id), giveBack: () => undefined },
-      receiver.logger,
     );
   };
 }

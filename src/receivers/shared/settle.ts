@@ -7,9 +7,14 @@
  * give a rejection to, so the failure is logged through the instance's logger instead.
  */
 import { describeError, OutboxerError } from '../../core/errors.js';
-import type { ReceivedIdentity, ReceiveOutcome } from '../../core/inbox/receiver.js';
-import type { Logger } from '../../core/logger.js';
+import type {
+  InboxReceiver,
+  ReceivedIdentity,
+  ReceivedMessage,
+  ReceiveOutcome,
+} from '../../core/inbox/receiver.js';
 import type { OrderedLanes } from './lanes.js';
+import { identityOf, receivedMessage } from './received.js';
 
 /** How a receiver tells its broker what became of a message. */
 export interface Settlement {
@@ -21,15 +26,27 @@ export interface Settlement {
 
 let unordered = 0;
 
-/** Runs `receive` in the message's lane, then acknowledges it, or gives it back and logs why. */
-export async function settleInOrder(
-  what: string,
+/** What a receiver read off a delivery: its headers, its body, and where it came from. */
+export interface DeliveryParts {
+  readonly headers: Readonly<Record<string, string>>;
+  readonly body: unknown;
+  /** The topic, queue, subject or stream: the source of a message without `outboxer-outbox`. */
+  readonly destination: string;
+}
+
+/**
+ * Handles `raw` through `receiver` in its group's lane, then acknowledges it, or gives it back
+ * and logs why.
+ */
+export async function settleInOrder<Raw>(
+  receiver: InboxReceiver<ReceivedMessage<Raw>, boolean, Raw>,
   lanes: OrderedLanes,
-  identity: ReceivedIdentity,
-  receive: () => Promise<ReceiveOutcome>,
+  raw: Raw,
+  parts: DeliveryParts,
   settlement: Settlement,
-  logger: Logger,
 ): Promise<PromiseSettledResult<ReceiveOutcome>> {
+  const { what, logger } = receiver;
+  const identity = identityOf(parts.headers, parts.destination, receiver.source);
   // Outbox ids grow along a group; a message without a group or an id has no order to keep.
   const position =
     identity.id !== undefined && /^\d{1,19}$/.test(identity.id) ? BigInt(identity.id) : undefined;
@@ -37,6 +54,8 @@ export async function settleInOrder(
     identity.groupKey === null || position === undefined
       ? `unordered ${++unordered}`
       : `${identity.source}\u0000${identity.groupKey}`;
+  const receive = () =>
+    receiver.receive(raw, identity, (id) => receivedMessage(raw, id, identity, parts.headers, parts.body));
   try {
     const outcome = await lanes.run(lane, position ?? 0n, receive, (failedAt) =>
       refusal(what, identity, failedAt),

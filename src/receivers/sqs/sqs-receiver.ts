@@ -8,7 +8,6 @@
 import { OutboxerError } from '../../core/errors.js';
 import {
   InboxReceiver,
-  stringOption,
   type ReceivedMessage,
   type ReceiveOutcome,
   type ReceiverOptions,
@@ -56,11 +55,6 @@ export interface SqsReceiverOptions<
   queueUrl: string;
   /** `import * as sqs from '@aws-sdk/client-sqs'`. Default: loaded at the first delete. */
   commands?: SqsDeleteCommands;
-  /**
-   * The inbox's source for every message. Default: the `outboxer-outbox` attribute (outbox ids
-   * are unique per outbox), or the queue's name for a message without one.
-   */
-  source?: string;
 }
 
 const WHAT = 'sqsReceiver';
@@ -99,15 +93,12 @@ export function sqsReceiver<
     'client',
     'queueUrl',
     'commands',
-    'source',
   ]);
   if (typeof options.client?.send !== 'function')
     throw invalidOption(`${WHAT}.client`, 'an SQSClient', options.client);
   const queue = queueName(options.queueUrl);
   const queueUrl = options.queueUrl;
   const fifo = queue.endsWith('.fifo');
-  const source =
-    options.source === undefined ? undefined : stringOption(`${WHAT}.source`, options.source, '');
   let commands: Promise<SqsDeleteCommands> | undefined =
     options.commands === undefined ? undefined : Promise.resolve(checkCommands(options.commands));
   const lanes = new OrderedLanes();
@@ -119,7 +110,7 @@ export function sqsReceiver<
     if (typeof receipt !== 'string')
       throw invalidOption(`${WHAT}(message).ReceiptHandle`, 'the handle ReceiveMessage returned', receipt);
     const headers = attributesOf(message);
-    const identity = identityOf(headers, queue, source);
+    const identity = identityOf(headers, queue, receiver.source);
     const hint =
       message.MessageAttributes === undefined
         ? "it came without message attributes (another producer's, or received without MessageAttributeNames: ['All'])"

@@ -6,7 +6,7 @@
  * answer alike.
  */
 import { describeError, isOutboxerError, OutboxerError } from '../../core/errors.js';
-import { InboxReceiver, stringOption, type ReceiverOptions } from '../../core/inbox/receiver.js';
+import { InboxReceiver, type ReceiverOptions } from '../../core/inbox/receiver.js';
 import { integerOption, invalidOption } from '../../core/options.js';
 import { OUTBOXER_HEADERS } from '../../relays/shared/headers.js';
 import {
@@ -96,7 +96,7 @@ export interface WebhookReceiver {
   readonly maxBodyBytes: number;
 }
 
-const WEBHOOK_KEYS = ['secret', 'tolerance', 'source', 'maxBodyBytes'];
+const WEBHOOK_KEYS = ['secret', 'tolerance', 'maxBodyBytes'];
 const WHAT = 'webhookReceiver';
 
 /**
@@ -128,7 +128,7 @@ export function webhookReceiver<OutboxerTx, Sync extends boolean, Tx extends Out
   const receiver = new InboxReceiver<ReceivedWebhook, Sync>(WHAT, options, WEBHOOK_KEYS, false);
   const secret = checkSecret(options.secret);
   const tolerance = integerOption(`${WHAT}.tolerance`, options.tolerance, 300, 0, 86_400);
-  const source = stringOption(`${WHAT}.source`, options.source, '');
+  const source = receiver.source ?? '';
   const maxBodyBytes = integerOption(`${WHAT}.maxBodyBytes`, options.maxBodyBytes, 1 << 20, 1, 128 << 20);
 
   async function answer(request: WebhookRequestParts): Promise<WebhookAnswer> {
