@@ -15,7 +15,7 @@ import { receivedMessage } from '../shared/received.js';
 
 /** What the receiver uses of a BullMQ `Job`. */
 export interface BullmqJobLike {
-  readonly id?: string;
+  readonly id?: string | undefined;
   readonly name: string;
   readonly data: unknown;
   readonly queueName: string;

@@ -45,7 +45,7 @@ export interface PlatformaticConsumedMessageLike {
   readonly offset: bigint;
   readonly key?: unknown;
   readonly value?: unknown;
-  readonly headers?: ReadonlyMap<unknown, unknown>;
+  readonly headers?: ReadonlyMap<unknown, unknown> | undefined;
   /** Commits this message's offset (the next to read is the one after it). */
   commit(): void | Promise<void>;
 }
@@ -55,10 +55,11 @@ export interface KafkajsEachMessagePayloadLike {
   readonly topic: string;
   readonly partition: number;
   readonly message: {
-    readonly key?: Buffer | string | null;
+    readonly key?: Buffer | string | null | undefined;
     readonly value: Buffer | string | null;
     readonly offset: string;
-    readonly headers?: Readonly<Record<string, Buffer | string | (Buffer | string)[] | undefined>>;
+    readonly headers?:
+      Readonly<Record<string, Buffer | string | (Buffer | string)[] | undefined>> | undefined;
   };
 }
 

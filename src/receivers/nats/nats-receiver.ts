@@ -17,7 +17,7 @@ import { settleInOrder } from '../shared/settle.js';
 export interface JetStreamMessageLike {
   readonly subject: string;
   readonly data: Uint8Array;
-  readonly headers?: { keys(): string[]; get(key: string): string };
+  readonly headers?: { keys(): string[]; get(key: string): string } | undefined;
   ack(): void;
   nak(millis?: number): void;
 }

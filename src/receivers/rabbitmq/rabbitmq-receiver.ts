@@ -17,8 +17,8 @@ import { settleInOrder } from '../shared/settle.js';
 /** What the receiver uses of an amqplib `ConsumeMessage`. */
 export interface AmqpDeliveryLike {
   readonly content: Buffer;
-  readonly fields: { readonly exchange: string; readonly routingKey: string; readonly redelivered?: boolean };
-  readonly properties: { readonly messageId?: unknown; readonly headers?: Readonly<Record<string, unknown>> };
+  readonly fields: { readonly exchange: string; readonly routingKey: string };
+  readonly properties: { readonly headers?: Readonly<Record<string, unknown>> | undefined };
 }
 
 /** What the receiver uses of the amqplib channel the messages are consumed on. */

@@ -20,14 +20,16 @@ import { identityOf, receivedMessage } from '../shared/received.js';
 
 /** What the receiver uses of a message of `ReceiveMessageCommand`'s `Messages`. */
 export interface SqsReceivedMessageLike {
-  readonly MessageId?: string;
-  readonly ReceiptHandle?: string;
-  readonly Body?: string;
+  readonly MessageId?: string | undefined;
+  readonly ReceiptHandle?: string | undefined;
+  readonly Body?: string | undefined;
   /** System attributes; on a FIFO queue `MessageGroupId` keeps a group's messages in order. */
-  readonly Attributes?: Readonly<Record<string, string | undefined>>;
-  readonly MessageAttributes?: Readonly<
-    Record<string, { readonly StringValue?: string; readonly DataType?: string }>
-  >;
+  readonly Attributes?: Readonly<Partial<Record<string, string>>> | undefined;
+  readonly MessageAttributes?:
+    | Readonly<
+        Record<string, { readonly StringValue?: string | undefined; readonly DataType?: string | undefined }>
+      >
+    | undefined;
 }
 
 /** The command class the receiver deletes with; `@aws-sdk/client-sqs`'s namespace has it. */
