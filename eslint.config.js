@@ -1,7 +1,7 @@
 import tseslint from 'typescript-eslint';
 
 export default tseslint.config(
-  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.tmp/**', 'test/adapters/prisma/generated/**', 'examples/adapters/prisma/generated/**'] },
+  { ignores: ['dist/**', 'node_modules/**', 'coverage/**', '.tmp/**', 'test/adapters/prisma/**/generated/**', 'examples/adapters/prisma/**/generated/**'] },
   ...tseslint.configs.recommended,
   {
     rules: {

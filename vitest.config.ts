@@ -25,6 +25,7 @@ export default defineConfig({
   resolve: {
     alias: [
       { find: /^outboxer$/, replacement: root(built ? './dist/index.js' : './src/index.ts') },
+      { find: /^outboxer\/dashboard$/, replacement: root(entry('dashboard')) },
       ...subpaths,
     ],
   },

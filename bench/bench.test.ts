@@ -46,6 +46,8 @@ describe('npm run bench, BENCH_QUICK=1', () => {
       'Pickup latency, `notify: true`',
       'peak RSS',
       'pg-boss',
+      'in order per key',
+      'Inbox `handle`, 1 message per transaction, 10 writers',
     ]) {
       expect(run.report).toContain(row);
     }

@@ -5,10 +5,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import PgBoss from 'pg-boss';
 import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { addPeerRow, judge, type BenchContext } from './context.js';
+import { deliverFigure, type Peer, type Publisher } from './peer.js';
+import { pgBossOrderedDelivery, pgBossPeer } from './pg-boss-peer.js';
 import type { Figure, PeerRow } from './report.js';
 import { plainInsert } from './publish.js';
 import { relayOurs } from './relay.js';
@@ -24,7 +25,6 @@ import {
 } from './support.js';
 
 const OURS = 'bench_peer_pub';
-const PGBOSS_SCHEMA = 'bench_pgboss';
 const PTXO_SCHEMA = 'bench_ptxo';
 const FLOOR = 'bench_floor';
 const PLAIN = 'bench_peer_plain';
@@ -33,24 +33,6 @@ const GROUPS = 10_000;
 export const PTXO_PACKAGE = 'pg-transactional-outbox@0.5.7';
 
 const randomKey = (): string => groupKey(Math.floor(Math.random() * GROUPS), GROUPS);
-
-type Publisher = {
-  /** One message in the caller's transaction. */
-  one(client: pg.PoolClient, n: number): Promise<unknown>;
-  /** 100 messages in the caller's transaction; absent for the references, measured on one message. */
-  hundred?(client: pg.PoolClient, n: number): Promise<unknown>;
-  /** Empties its table between trials. */
-  reset(): Promise<void>;
-};
-
-interface Peer {
-  readonly name: string;
-  readonly publisher?: Publisher;
-  /** Fills `count` messages and delivers them with a handler that only counts, for at most `capMs`. */
-  relay?(count: number, capMs: number): Promise<{ figure: Figure; note?: string }>;
-  readonly unavailable?: string;
-  close(): Promise<void>;
-}
 
 // ---------------------------------------------------------------------------------------------
 // outboxer
@@ -79,65 +61,6 @@ async function outboxerPeer(ctx: BenchContext): Promise<Peer> {
       reset: async () => void (await ctx.pool.query(`TRUNCATE "${OURS}"`)),
     },
     close: () => dropTables(ctx.pool, OURS),
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
-// pg-boss 10: send/insert with { db } inside the caller's transaction; fetch + complete to deliver.
-
-async function pgBossPeer(ctx: BenchContext): Promise<Peer> {
-  await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PGBOSS_SCHEMA} CASCADE`);
-  const boss = new PgBoss({
-    connectionString: ctx.settings.url,
-    schema: PGBOSS_SCHEMA,
-    max: 4,
-    supervise: false,
-    schedule: false,
-    migrate: true,
-  });
-  boss.on('error', (error) => ctx.log(`  pg-boss error: ${String(error)}`));
-  await boss.start();
-  await boss.createQueue('bench');
-  const db = (client: pg.PoolClient) => ({
-    executeSql: (text: string, values: unknown[]) => client.query(text, values),
-  });
-  return {
-    name: 'pg-boss',
-    publisher: {
-      one: (client, n) => boss.send('bench', payload(n), { db: db(client) }),
-      hundred: (client, n) =>
-        boss.insert(
-          Array.from({ length: 100 }, (_, i) => ({ name: 'bench', data: payload(n * 100 + i) })),
-          { db: db(client) },
-        ),
-      reset: async () => void (await ctx.pool.query(`TRUNCATE ${PGBOSS_SCHEMA}.job`)),
-    },
-    async relay(count, capMs) {
-      await ctx.pool.query(`TRUNCATE ${PGBOSS_SCHEMA}.job`);
-      for (let start = 0; start < count; start += 5_000) {
-        const size = Math.min(5_000, count - start);
-        await boss.insert(
-          Array.from({ length: size }, (_, i) => ({ name: 'bench', data: payload(start + i) })),
-        );
-      }
-      await ctx.pool.query(`VACUUM (ANALYZE) ${PGBOSS_SCHEMA}.job`);
-      let delivered = 0;
-      const started = performance.now();
-      while (delivered < count && performance.now() - started < capMs) {
-        const jobs = await boss.fetch('bench', { batchSize: 100 });
-        if (jobs.length === 0) break;
-        delivered += jobs.length;
-        await boss.complete(
-          'bench',
-          jobs.map((j) => j.id),
-        );
-      }
-      return deliverFigure(delivered, count, started, capMs);
-    },
-    close: async () => {
-      await boss.stop({ graceful: false, wait: true });
-      await ctx.pool.query(`DROP SCHEMA IF EXISTS ${PGBOSS_SCHEMA} CASCADE`);
-    },
   };
 }
 
@@ -305,18 +228,6 @@ async function floorPublisher(ctx: BenchContext): Promise<Publisher> {
 }
 
 // ---------------------------------------------------------------------------------------------
-
-/** A peer's delivery rate since `started`, and a note when it stopped at the cap before the end. */
-function deliverFigure(delivered: number, count: number, started: number, capMs: number) {
-  const elapsed = (performance.now() - started) / 1000;
-  return {
-    figure: { value: delivered / elapsed, unit: 'msg/s' as const },
-    note:
-      delivered < count
-        ? `stopped after ${capMs / 1000} s: ${delivered.toLocaleString('en-US')} of ${count.toLocaleString('en-US')}`
-        : undefined,
-  };
-}
 
 async function safely(ctx: BenchContext, name: string, make: () => Promise<Peer>): Promise<Peer> {
   try {
@@ -495,11 +406,37 @@ export async function peerRows(ctx: BenchContext): Promise<void> {
     ctx.log(
       `  Deliver: outboxer ${ours.toFixed(0)}; ${peers.map((p) => `${p.name} ${p.figure?.value.toFixed(0) ?? p.note}`).join('; ')}`,
     );
+
+    // Deliver in order per key with several workers: outboxer's relay (ordering 'group', 4
+    // partitions) against pg-boss 12's key_strict_fifo queue with 4 consumers.
+    const oursOrdered =
+      ctx.figures.get('relay.p4b100') ??
+      (await relayOurs(ctx, { partitions: 4, batchSize: 100, keep: false }, count)).rate;
+    const ordered: Array<{ name: string; figure?: Figure; note?: string }> = [];
+    try {
+      const result = await pgBossOrderedDelivery(ctx, { count, groups: GROUPS, consumers: 4, capMs });
+      ordered.push({
+        name: 'pg-boss',
+        figure: result.figure,
+        note: ['`key_strict_fifo` queue', result.note].filter(Boolean).join('; '),
+      });
+    } catch (error) {
+      ordered.push({ name: 'pg-boss', note: `failed: ${String(error).slice(0, 160)}` });
+    }
+    addPeerRow(ctx, {
+      what: `Deliver a backlog of ${count.toLocaleString('en-US')} in order per key (${GROUPS.toLocaleString('en-US')} keys, 4 workers, batches of 100)`,
+      ours: { value: oursOrdered, unit: 'msg/s' },
+      peers: ordered,
+      target: judgePeers(ctx, oursOrdered, ordered),
+    });
+    ctx.log(
+      `  Deliver in order per key: outboxer ${oursOrdered.toFixed(0)}; ${ordered.map((p) => `${p.name} ${p.figure?.value.toFixed(0) ?? ''} ${p.note ?? ''}`).join('; ')}`,
+    );
   } finally {
     for (const peer of [...all, ...references])
       await peer.close().catch((error: unknown) => ctx.log(`  closing ${peer.name}: ${String(error)}`));
   }
   ctx.report.notes.push(
-    `Peers: publish rows alternate outboxer, pg-boss and pg-transactional-outbox trial by trial (${trials} trials; figures are medians, ratios the medians of per-trial ratios), each library publishing inside the caller's transaction on the same pool. Two references take their turn in the single-message rows, with the same harness (BEGIN, one statement, COMMIT, on the same pool): the plain one-row INSERT of outboxer's row into an identical table, and the floor, one integer into a table without indexes, the most any library can publish one message per transaction at here. pg-boss delivers with fetch({ batchSize: 100 }) + complete() in a loop (its fastest path); pg-transactional-outbox with its polling listener (batch 100 from the first poll, 10 ms interval). The deliver row's outboxer figure is the "Relay, 1 partition, batchSize: 100" row of this run. pg-transactional-outbox is pinned to ${PTXO_PACKAGE}.`,
+    `Peers: publish rows alternate outboxer, pg-boss and pg-transactional-outbox trial by trial (${trials} trials; figures are medians, ratios the medians of per-trial ratios), each library publishing inside the caller's transaction on the same pool. Two references take their turn in the single-message rows, with the same harness (BEGIN, one statement, COMMIT, on the same pool): the plain one-row INSERT of outboxer's row into an identical table, and the floor, one integer into a table without indexes, the most any library can publish one message per transaction at here. pg-boss (12) delivers with fetch({ batchSize: 100 }) + complete() in a loop (its fastest path, a standard queue, no order); pg-transactional-outbox with its polling listener (batch 100 from the first poll, 10 ms interval). The deliver row's outboxer figure is the "Relay, 1 partition, batchSize: 100" row of this run. In the row in order per key, pg-boss's jobs are on a key_strict_fifo queue (the only pg-boss 12 queue that keeps a key's order across workers, docs/relays/pg-boss.md), inserted as outboxer's pg-boss relay inserts them (the group key as singletonKey, ordered job ids), and 4 loops of fetch({ batchSize: 100 }) + complete() deliver them, each fetch taking at most one job per key; outboxer's figure is the "Relay, 4 partitions" row of this run (ordering 'group'). pg-transactional-outbox is pinned to ${PTXO_PACKAGE}.`,
   );
 }

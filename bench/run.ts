@@ -8,7 +8,7 @@
  *   BENCH_PLANS=1 npm run bench      also print the Postgres plans of the poll, acknowledge, counts
  *   BENCH_QUICK=1 npm run bench      a smoke run (tiny counts, < 2 minutes): completes, judges nothing
  *
- * Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard (a subset), BENCH_OUT=<file> (where the
+ * Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox (a subset), BENCH_OUT=<file> (where the
  * report goes; default docs/benchmarks.md, or outboxer-benchmarks-quick-<db>.md in the temp directory
  * for quick runs),
  * BENCH_DATABASE_URL. Exits non-zero when a group of rows failed.
@@ -19,6 +19,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchContext } from './context.js';
 import { dashboardRows } from './dashboard.js';
+import { inboxRows } from './inbox.js';
 import { latencyRows } from './latency.js';
 import { memoryRows } from './memory.js';
 import { peerRows } from './peers.js';
@@ -109,6 +110,7 @@ const POSTGRES_GROUPS: Group[] = [
   ['memory', memoryRows],
   ['peers', peerRows],
   ['dashboard', dashboardRows],
+  ['inbox', inboxRows],
 ];
 
 async function main(): Promise<number> {

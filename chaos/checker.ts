@@ -19,6 +19,7 @@ import { existsSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import pg from 'pg';
 import { Kafka, logLevel } from 'kafkajs';
+import type { ChaosDatabase } from './database.js';
 import {
   DLQ_MAX_ATTEMPTS,
   LEASE_TIMEOUT,
@@ -81,6 +82,8 @@ export interface OutboxReport {
 }
 
 export interface CheckInput {
+  /** The outbox's database, at `appUrl`; the destination's is Postgres. */
+  database: ChaosDatabase;
   appUrl: string;
   sinkUrl: string;
   kafka: { brokers: string[]; topic: string } | null;
@@ -106,27 +109,27 @@ interface NodeEvent {
 }
 
 export async function check(input: CheckInput): Promise<CheckResult> {
-  const app = new pg.Client({ connectionString: input.appUrl });
+  const app = input.database.pool(input.appUrl, { max: 1, name: 'checker' });
   const sink = new pg.Client({ connectionString: input.sinkUrl });
-  await app.connect();
   await sink.connect();
   try {
     const rolledBack = readRolledBack(input.runDir);
     const operator = readOperator(input.runDir);
     const events = readEvents(input.runDir);
+    // char_length: characters on both databases (MySQL's length() counts bytes).
     const leftovers = (
       await app.query<{
-        id: string;
+        id: string | number;
         outbox: string;
         status: number;
         attempts: number;
         error_length: number | null;
-        leaked: boolean;
+        leaked: boolean | number | null;
       }>(
-        `SELECT id, outbox, status, attempts, length(last_error) AS error_length, coalesce(last_error LIKE $1, false) AS leaked FROM "${input.table}"`,
+        `SELECT id, outbox, status, attempts, char_length(last_error) AS error_length, last_error LIKE ? AS leaked FROM ${input.table}`,
         [`%${SECRET}%`],
       )
-    ).rows;
+    ).map((r) => ({ ...r, leaked: Boolean(r.leaked) }));
     const sinkDeliveries = await readSinkDeliveries(sink);
     const kafkaDeliveries = input.kafka ? await readKafka(input.kafka) : new Map<string, Delivery[]>();
     let truthGaps = 0;
@@ -134,16 +137,16 @@ export async function check(input: CheckInput): Promise<CheckResult> {
     for (const mode of input.modes) {
       const published = (
         await app.query<{
-          message_id: string;
+          message_id: string | number;
           group_key: string | null;
-          seq: string;
+          seq: string | number;
           hash: string;
-          poison: boolean;
+          poison: boolean | number;
         }>(
-          'SELECT message_id, group_key, seq, hash, poison FROM published WHERE outbox = $1 ORDER BY message_id',
+          'SELECT message_id, group_key, seq, hash, poison FROM published WHERE outbox = ? ORDER BY message_id',
           [mode.name],
         )
-      ).rows;
+      ).map((r) => ({ ...r, poison: Boolean(r.poison) }));
       const deliveries =
         (mode.destination === 'kafka' ? kafkaDeliveries.get(mode.name) : sinkDeliveries.get(mode.name)) ?? [];
       const report = checkOutbox(
@@ -311,7 +314,9 @@ async function readKafka(kafka: { brokers: string[]; topic: string }): Promise<M
   return byOutbox;
 }
 
-function countTruthGaps(published: ReadonlyArray<{ group_key: string | null; seq: string }>): number {
+function countTruthGaps(
+  published: ReadonlyArray<{ group_key: string | null; seq: string | number }>,
+): number {
   const seqs = new Map<string, number[]>();
   for (const p of published) {
     if (p.group_key === null) continue;
@@ -332,9 +337,9 @@ function countTruthGaps(published: ReadonlyArray<{ group_key: string | null; seq
 function checkOutbox(
   mode: OutboxMode,
   published: ReadonlyArray<{
-    message_id: string;
+    message_id: string | number;
     group_key: string | null;
-    seq: string;
+    seq: string | number;
     hash: string;
     poison: boolean;
   }>,
@@ -342,7 +347,7 @@ function checkOutbox(
   rolledBack: ReadonlySet<number>,
   operator: readonly OperatorAction[],
   leftovers: ReadonlyArray<{
-    id: string;
+    id: string | number;
     outbox: string;
     status: number;
     attempts: number;
@@ -472,7 +477,7 @@ function duplicateCause(
   if (again.attempts > before.attempts) {
     return (
       pick(['destination-down', 'destination-slow'], (f) => overlapping(f, 1000)) ??
-      pick(['pg-restart', 'pg-crash', 'pg-terminate', 'pg-freeze'], (f) => overlapping(f, 1000)) ??
+      pick(['db-restart', 'db-crash', 'db-terminate', 'db-freeze'], (f) => overlapping(f, 1000)) ??
       'destination error after the write (no fault)'
     );
   }
@@ -491,7 +496,7 @@ function duplicateCause(
         f.start <= to &&
         f.end + 2 * LEASE_TIMEOUT >= from,
     ) ??
-    pick(['pg-restart', 'pg-crash', 'pg-terminate', 'pg-freeze'], (f) => overlapping(f, LEASE_TIMEOUT)) ??
+    pick(['db-restart', 'db-crash', 'db-terminate', 'db-freeze'], (f) => overlapping(f, LEASE_TIMEOUT)) ??
     pick(['destination-down', 'destination-slow'], (f) => overlapping(f, LEASE_TIMEOUT)) ??
     (events.some((e) => e.node === before.node && e.kind === 'lease-lost' && e.t >= before.at && e.t <= to)
       ? 'lease lost without an injected fault (event loop or database stalled under load)'

@@ -3,6 +3,7 @@
  * options, the tables, and the messages the harness sends its children.
  */
 import type { OutboxOptions } from 'outboxer';
+import type { DatabaseKind } from './database.js';
 
 /** Instance name shared by publishers and relays (part of the NOTIFY payload). */
 export const INSTANCE_NAME = 'chaos';
@@ -52,8 +53,19 @@ export interface OperatorAction {
   at: number;
 }
 
-export function activeModes(kafka: boolean): OutboxMode[] {
-  return OUTBOX_MODES.filter((m) => kafka || m.destination !== 'kafka');
+/**
+ * The outboxes of a run. On a database without notifications (MySQL) every outbox polls:
+ * `park_notify` and `kafka_strict` run as `park_poll` and `kafka_strict` without `notify`, and
+ * `strict_notify` and `dlq_notify` are left out, since they would be `strict_poll` and `dlq_poll`
+ * again.
+ */
+export function activeModes(kafka: boolean, notifications = true): OutboxMode[] {
+  return OUTBOX_MODES.filter((m) => kafka || m.destination !== 'kafka').flatMap((m): OutboxMode[] => {
+    if (notifications || !m.notify) return [m];
+    if (m.onDead === 'park') return [{ ...m, name: 'park_poll', notify: false }];
+    if (m.destination === 'kafka') return [{ ...m, notify: false }];
+    return [];
+  });
 }
 
 /** Options of one outbox, without its relay (publishers are publish-only instances). */
@@ -102,6 +114,8 @@ export type ControlMessage =
 
 /** Connection details handed to children through the environment (CHAOS_ENV, JSON). */
 export interface ChildEnvironment {
+  /** The outbox's database (database.ts). */
+  db: DatabaseKind;
   appUrl: string;
   /** The sink database, reached through the fault proxy. */
   sinkUrl: string;
@@ -110,6 +124,8 @@ export interface ChildEnvironment {
   seed: number;
   /** Messages per second this publisher aims for. */
   rate: number;
+  /** Share of the dead-letter outboxes' messages that the destination always refuses. */
+  poison: number;
   writers: number;
 }
 

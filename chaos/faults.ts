@@ -2,6 +2,7 @@
  * The fault schedule of a chaos run, drawn from its seed: every kind of fault at least once, in a
  * shuffled order, then more shuffled rounds until the fault window is full.
  */
+import type { ChaosDatabase } from './database.js';
 import { random } from './random.js';
 
 export const FAULT_KINDS = [
@@ -9,10 +10,10 @@ export const FAULT_KINDS = [
   'relay-sigkill',
   'relay-sigterm',
   'relay-pause',
-  'pg-restart',
-  'pg-crash',
-  'pg-terminate',
-  'pg-freeze',
+  'db-restart',
+  'db-crash',
+  'db-terminate',
+  'db-freeze',
   'destination-down',
   'destination-slow',
   'publisher-kill-before-commit',
@@ -22,24 +23,22 @@ export const FAULT_KINDS = [
 
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
-/** What each fault does, for the report and docs/reliability.md. */
-export const FAULT_DESCRIPTIONS: Record<FaultKind, string> = {
-  'relay-sigkill-mid-batch':
-    'a relay SIGKILLs itself after writing part of a batch to the destination, before acknowledging it',
-  'relay-sigkill': 'SIGKILL of a relay at a random moment',
-  'relay-sigterm': 'SIGTERM of a relay: graceful stop() (rolling deploy), then a new process',
-  'relay-pause': 'SIGSTOP of a relay for longer than leaseTimeout, then SIGCONT (a zombie worker)',
-  'pg-restart': 'pg_ctl restart -m fast of the outbox database',
-  'pg-crash':
-    'pg_ctl stop -m immediate of the outbox database, then start: crash recovery, which forgets the acknowledgements committed asynchronously in the last moments',
-  'pg-terminate': 'pg_terminate_backend of every connection to the outbox database',
-  'pg-freeze': 'SIGSTOP of every Postgres process for seconds (a hung server, no reset), then SIGCONT',
-  'destination-down': 'the destination cuts every connection and refuses new ones for seconds',
-  'destination-slow': 'the destination delays every packet by 50-300 ms for seconds',
-  'publisher-kill-before-commit': 'a publisher SIGKILLs itself after publishing, before COMMIT',
-  'publisher-kill-after-commit': 'a publisher SIGKILLs itself right after COMMIT returned',
-  'publisher-sigkill': 'SIGKILL of a publisher at a random moment (transactions in flight)',
-};
+/** What each fault does, for the report and docs/reliability.md; the database's own faults from `database`. */
+export function faultDescriptions(database: ChaosDatabase): Record<FaultKind, string> {
+  return {
+    'relay-sigkill-mid-batch':
+      'a relay SIGKILLs itself after writing part of a batch to the destination, before acknowledging it',
+    'relay-sigkill': 'SIGKILL of a relay at a random moment',
+    'relay-sigterm': 'SIGTERM of a relay: graceful stop() (rolling deploy), then a new process',
+    'relay-pause': 'SIGSTOP of a relay for longer than leaseTimeout, then SIGCONT (a zombie worker)',
+    ...database.faults,
+    'destination-down': 'the destination cuts every connection and refuses new ones for seconds',
+    'destination-slow': 'the destination delays every packet by 50-300 ms for seconds',
+    'publisher-kill-before-commit': 'a publisher SIGKILLs itself after publishing, before COMMIT',
+    'publisher-kill-after-commit': 'a publisher SIGKILLs itself right after COMMIT returned',
+    'publisher-sigkill': 'SIGKILL of a publisher at a random moment (transactions in flight)',
+  };
+}
 
 export interface ScheduledFault {
   kind: FaultKind;
@@ -69,7 +68,7 @@ export function faultSchedule(seed: number, seconds: number): ScheduledFault[] {
           ? rnd.int(4000, 10_000)
           : kind === 'relay-pause'
             ? rnd.int(4500, 7000)
-            : kind === 'pg-freeze'
+            : kind === 'db-freeze'
               ? rnd.int(2000, 5000)
               : 0,
     target: rnd.int(0, 1000),

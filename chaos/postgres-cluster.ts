@@ -8,10 +8,11 @@
  */
 import { execFile, execFileSync, spawnSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import type { ChaosServer } from './database.js';
+import { freePort, idsOf, tailOf } from './server-tools.js';
 
 const run = promisify(execFile);
 
@@ -29,19 +30,6 @@ export function postgresBinDir(): string {
   }
 }
 
-/** A TCP port nobody listens on right now. */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.unref();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address !== null ? address.port : 0));
-    });
-  });
-}
-
 export interface ClusterOptions {
   /** Shown in file names and logs. */
   name: string;
@@ -49,7 +37,7 @@ export interface ClusterOptions {
   settings?: Record<string, string | number>;
 }
 
-export class PostgresCluster {
+export class PostgresCluster implements ChaosServer {
   readonly dir: string;
   readonly dataDir: string;
   readonly logFile: string;
@@ -81,21 +69,16 @@ export class PostgresCluster {
       return stdout;
     } catch (error) {
       const e = error as { stderr?: string; message: string };
-      throw new Error(`${tool} ${args.join(' ')} failed: ${e.stderr ?? e.message}\n${this.tailLog()}`);
-    }
-  }
-
-  private tailLog(): string {
-    try {
-      return readFileSync(this.logFile, 'utf8').split('\n').slice(-20).join('\n');
-    } catch {
-      return '';
+      throw new Error(`${tool} ${args.join(' ')} failed: ${e.stderr ?? e.message}\n${tailOf(this.logFile)}`);
     }
   }
 
   /** initdb, configure, start. */
   async create(): Promise<void> {
-    if (this.asRoot) chownSync(this.dir, uidOf('postgres'), gidOf('postgres'));
+    if (this.asRoot) {
+      const { uid, gid } = idsOf('postgres');
+      chownSync(this.dir, uid, gid);
+    }
     await this.exec('initdb', [
       '-D',
       this.dataDir,
@@ -202,12 +185,4 @@ export class PostgresCluster {
     this.running = false;
     rmSync(this.dir, { recursive: true, force: true });
   }
-}
-
-function uidOf(user: string): number {
-  return Number(execFileSync('id', ['-u', user], { encoding: 'utf8' }).trim());
-}
-
-function gidOf(user: string): number {
-  return Number(execFileSync('id', ['-g', user], { encoding: 'utf8' }).trim());
 }

@@ -3,6 +3,8 @@ import type { CheckResult, FaultRecord, OutboxReport } from './checker.js';
 import type { FaultKind } from './faults.js';
 
 export interface RunReport {
+  /** The outbox's database: 'PostgreSQL' or 'MariaDB'. */
+  database: string;
   seed: number;
   seconds: number;
   rate: number;
@@ -57,7 +59,7 @@ export function formatReport(report: RunReport): string {
   const columns = [...report.result.outboxes, report.result.total];
   const lines: string[] = [];
   lines.push(
-    `### Chaos run: seed ${report.seed}, ${report.seconds} s of faults, ${report.wallSeconds} s in all, Kafka ${report.kafka ? 'on' : 'off'}`,
+    `### Chaos run on ${report.database}: seed ${report.seed}, ${report.seconds} s of faults, ${report.wallSeconds} s in all, Kafka ${report.kafka ? 'on' : 'off'}`,
     '',
     `| | ${columns.map((c) => c.outbox).join(' | ')} |`,
     `|---|${columns.map(() => '---:').join('|')}|`,

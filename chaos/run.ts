@@ -1,16 +1,18 @@
 /**
  * `npm run chaos`: the fault-injection run. See docs/reliability.md.
  *
- * Starts two throwaway Postgres clusters (the application's database, which the faults restart,
- * cut and freeze, and the destination's, reached through a fault proxy), a Kafka topic when a
- * broker answers on 127.0.0.1:9092, three relay processes and several publisher processes; plays
- * the fault schedule drawn from the seed; stops the publishers, waits for the outbox to drain,
- * stops the relays, runs the checker, prints its table, and exits non-zero on any violation.
+ * Starts two throwaway servers (the application's database, which the faults restart, crash, cut
+ * and freeze: Postgres, or MariaDB with CHAOS_DB=mysql; and the destination's, always a Postgres
+ * cluster, reached through a fault proxy), a Kafka topic when a broker answers on
+ * 127.0.0.1:9092, three relay processes and several publisher processes; plays the fault schedule
+ * drawn from the seed; stops the publishers, waits for the outbox to drain, stops the relays, runs
+ * the checker, prints its table, and exits non-zero on any violation.
  *
- * Environment: CHAOS_SECONDS (120), CHAOS_SEED (random), CHAOS_RATE (messages/s, 600),
- * CHAOS_PUBLISHERS (3), CHAOS_WRITERS (2 per publisher), CHAOS_KAFKA (auto; 0 = off),
- * CHAOS_DRAIN_TIMEOUT (seconds, 300), CHAOS_OUT (run directory, .tmp/chaos/<time>-<seed>),
- * CHAOS_KEEP=1 (leave the clusters and the topic behind).
+ * Environment: CHAOS_DB (postgres; mysql = MariaDB through outboxer/mysql2), CHAOS_SECONDS (120),
+ * CHAOS_SEED (random), CHAOS_RATE (messages/s, 600), CHAOS_POISON (share of the dead-letter
+ * outboxes' messages that are poison, 0.003), CHAOS_PUBLISHERS (3), CHAOS_WRITERS (2 per
+ * publisher), CHAOS_KAFKA (auto; 0 = off), CHAOS_DRAIN_TIMEOUT (seconds, 300), CHAOS_OUT (run
+ * directory, .tmp/chaos/<time>-<seed>), CHAOS_KEEP=1 (leave the servers and the topic behind).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import {
@@ -18,6 +20,7 @@ import {
   copyFileSync,
   cpSync,
   createWriteStream,
+  existsSync,
   mkdirSync,
   symlinkSync,
   writeFileSync,
@@ -25,10 +28,8 @@ import {
 import { Socket } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import pg from 'pg';
 import { Kafka, logLevel } from 'kafkajs';
 import { Outboxer } from 'outboxer';
-import { nodePostgres } from 'outboxer/pg';
 import { check, violations, type FaultRecord } from './checker.js';
 import {
   GROUPS_PER_OUTBOX,
@@ -44,17 +45,22 @@ import {
   type ControlMessage,
   type OperatorAction,
 } from './config.js';
-import { FAULT_DESCRIPTIONS, faultSchedule, type ScheduledFault } from './faults.js';
+import { chaosDatabase, databaseKind } from './database.js';
+import { faultDescriptions, faultSchedule, type ScheduledFault } from './faults.js';
 import { FaultProxy } from './fault-proxy.js';
 import { PostgresCluster } from './postgres-cluster.js';
+import { postgresDatabase } from './postgres-database.js';
 import { random, sleep } from './random.js';
+import { valueRows } from './sql.js';
 import { formatReport, type RunReport } from './report.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const root = resolve(here, '..');
+const database = chaosDatabase(databaseKind());
 const seconds = Number(process.env.CHAOS_SECONDS ?? 120);
 const seed = Number(process.env.CHAOS_SEED ?? Math.floor(Math.random() * 1_000_000));
 const rate = Number(process.env.CHAOS_RATE ?? 600);
+const poison = Number(process.env.CHAOS_POISON ?? 0.003);
 const publisherCount = Number(process.env.CHAOS_PUBLISHERS ?? 3);
 const writers = Number(process.env.CHAOS_WRITERS ?? 2);
 const drainTimeout = Number(process.env.CHAOS_DRAIN_TIMEOUT ?? 300) * 1000;
@@ -205,13 +211,15 @@ function killAllChildren(): void {
 // ---------------------------------------------------------------------------------------------
 // Setup
 
-const app = new PostgresCluster({ name: 'app' });
+const app = database.server('app');
 const sink = new PostgresCluster({ name: 'sink' });
 let kafkaAdmin: ReturnType<Kafka['admin']> | undefined;
 let topic: string | undefined;
 
 function cleanupSync(): void {
   killAllChildren();
+  // The outbox server's own log (its deadlocks, its crash recoveries) stays with the run.
+  if (existsSync(app.logFile)) copyFileSync(app.logFile, join(runDir, `${database.kind}-server.log`));
   if (!keep) {
     app.destroySync();
     sink.destroySync();
@@ -239,40 +247,21 @@ async function kafkaAvailable(): Promise<boolean> {
   });
 }
 
-async function query<T extends pg.QueryResultRow>(
-  url: string,
-  text: string,
-  values: unknown[] = [],
-  timeout = 5000,
-): Promise<T[]> {
-  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: timeout });
-  client.on('error', () => undefined);
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    const result = await Promise.race([
-      (async () => {
-        await client.connect();
-        return (await client.query<T>(text, values)).rows;
-      })(),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`query timed out after ${timeout} ms`)), timeout);
-      }),
-    ]);
-    return result;
-  } finally {
-    clearTimeout(timer);
-    void client.end().catch(() => undefined);
-  }
-}
+/** A statement on the outbox's database, on a connection of its own (`?` placeholders). */
+const query = database.queryOnce;
+/** A statement on the destination's database (Postgres). */
+const querySink = postgresDatabase.queryOnce;
 
 log(
-  `seed ${seed}, ${seconds} s, ${rate} messages/s, ${publisherCount} publishers x ${writers} writers, run dir ${runDir}`,
+  `${database.label}, seed ${seed}, ${seconds} s, ${rate} messages/s, ${publisherCount} publishers x ${writers} writers, run dir ${runDir}`,
 );
 await Promise.all([app.create(), sink.create()]);
 await Promise.all([app.createDatabase('chaos_app'), sink.createDatabase('chaos_sink')]);
 const appUrl = app.url('chaos_app');
 const sinkUrl = sink.url('chaos_sink');
-log(`outbox database on 127.0.0.1:${app.port}, destination database on 127.0.0.1:${sink.port}`);
+log(
+  `outbox database (${database.label}) on 127.0.0.1:${app.port}, destination database on 127.0.0.1:${sink.port}`,
+);
 
 let kafka: ChildEnvironment['kafka'] = null;
 if (await kafkaAvailable()) {
@@ -297,27 +286,22 @@ if (await kafkaAvailable()) {
   }
 } else log('no Kafka on 127.0.0.1:9092: running without it');
 
-const modes = activeModes(kafka !== null);
-await query(appUrl, `CREATE TABLE orders (id text PRIMARY KEY, version bigint NOT NULL DEFAULT 0)`);
-await query(
-  appUrl,
-  `CREATE TABLE published (message_id bigint PRIMARY KEY, outbox text NOT NULL, group_key text, seq bigint NOT NULL,
-     hash text NOT NULL, publisher text NOT NULL, poison boolean NOT NULL, fail_times int NOT NULL,
-     at timestamptz NOT NULL DEFAULT now())`,
+const modes = activeModes(kafka !== null, database.notifications);
+for (const ddl of database.tables) await query(appUrl, ddl);
+const orderIds = modes.flatMap((m) =>
+  Array.from({ length: GROUPS_PER_OUTBOX }, (_, i) => groupKey(m.name, i)),
 );
-await query(appUrl, `INSERT INTO orders (id) SELECT unnest($1::text[])`, [
-  modes.flatMap((m) => Array.from({ length: GROUPS_PER_OUTBOX }, (_, i) => groupKey(m.name, i))),
-]);
-await query(
+await query(appUrl, `INSERT INTO orders (id) VALUES ${valueRows(orderIds.length, 1)}`, orderIds);
+await querySink(
   sinkUrl,
   `CREATE TABLE deliveries (seq bigserial PRIMARY KEY, outbox text NOT NULL, message_id bigint NOT NULL, group_key text,
      group_seq bigint NOT NULL, node text NOT NULL, attempts int NOT NULL, hash text NOT NULL,
      at timestamptz NOT NULL DEFAULT clock_timestamp())`,
 );
 {
-  const pool = new pg.Pool({ connectionString: appUrl, max: 2 });
+  const pool = database.pool(appUrl, { max: 2, name: 'harness' });
   const admin = new Outboxer({
-    database: nodePostgres(pool),
+    database: pool.adapter,
     name: INSTANCE_NAME,
     relay: false,
     outboxes: Object.fromEntries(modes.map((m) => [m.name, outboxOptions(m)])),
@@ -329,12 +313,14 @@ await query(
 const proxy = new FaultProxy(sink.port);
 await proxy.listen();
 const childEnv = (extra: Partial<ChildEnvironment> = {}): ChildEnvironment => ({
+  db: database.kind,
   appUrl,
   sinkUrl: `postgres://postgres@127.0.0.1:${proxy.port}/chaos_sink`,
   kafka,
   runDir,
   seed,
   rate: rate / publisherCount,
+  poison,
   writers,
   ...extra,
 });
@@ -460,22 +446,16 @@ async function inject(fault: ScheduledFault): Promise<void> {
       slot.signal('SIGCONT');
       break;
     }
-    case 'pg-restart':
+    case 'db-restart':
       await app.restart();
       break;
-    case 'pg-crash':
+    case 'db-crash':
       await app.crash();
       break;
-    case 'pg-terminate': {
-      const rows = await query<{ n: number }>(
-        appUrl,
-        `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
-         WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`,
-      );
-      detail = `${rows[0]?.n ?? 0} connections cut`;
+    case 'db-terminate':
+      detail = `${await database.terminateConnections(appUrl)} connections cut`;
       break;
-    }
-    case 'pg-freeze':
+    case 'db-freeze':
       app.freeze(true);
       await sleep(fault.duration);
       app.freeze(false);
@@ -513,16 +493,16 @@ async function inject(fault: ScheduledFault): Promise<void> {
 
 async function status(): Promise<string> {
   try {
-    const pending = await query<{ outbox: string; pending: number; dead: number }>(
+    const pending = await query<{ outbox: string; pending: number | string }>(
       appUrl,
-      `SELECT outbox, count(*) FILTER (WHERE status < 3)::int AS pending, count(*) FILTER (WHERE status = 3)::int AS dead FROM "${OUTBOX_TABLE}" GROUP BY outbox ORDER BY outbox`,
+      `SELECT outbox, sum(CASE WHEN status < 3 THEN 1 ELSE 0 END) AS pending FROM ${OUTBOX_TABLE} GROUP BY outbox ORDER BY outbox`,
     );
-    const [published] = await query<{ n: number }>(appUrl, `SELECT count(*)::int AS n FROM published`);
-    const [delivered] = await query<{ n: number }>(
+    const [published] = await query<{ n: number | string }>(appUrl, `SELECT count(*) AS n FROM published`);
+    const [delivered] = await querySink<{ n: number }>(
       sinkUrl,
       `SELECT coalesce(max(seq), 0)::int AS n FROM deliveries`,
     );
-    return `committed ${published?.n}, sink rows ${delivered?.n}, pending ${pending.map((p) => `${p.outbox}=${p.pending}`).join(' ')}, relays ${relays.filter((s) => s.alive).length}/3, publishers ${publishers.filter((s) => s.alive).length}/${publishers.length}`;
+    return `committed ${published?.n}, sink rows ${delivered?.n}, pending ${pending.map((p) => `${p.outbox}=${Number(p.pending)}`).join(' ')}, relays ${relays.filter((s) => s.alive).length}/3, publishers ${publishers.filter((s) => s.alive).length}/${publishers.length}`;
   } catch (error) {
     return `status unavailable (${(error as Error).message})`;
   }
@@ -540,10 +520,10 @@ let operating = true;
 async function operate(): Promise<void> {
   const parking = modes.filter((m) => m.onDead === 'park');
   if (parking.length === 0) return;
-  const pool = new pg.Pool({ connectionString: appUrl, max: 2 });
-  pool.on('error', () => undefined); // a connection cut by a fault: the next call reconnects
+  // A connection cut by a fault is replaced by the pool: the next call reconnects.
+  const pool = database.pool(appUrl, { max: 2, name: 'operator' });
   const operator = new Outboxer({
-    database: nodePostgres(pool),
+    database: pool.adapter,
     name: INSTANCE_NAME,
     relay: false,
     outboxes: Object.fromEntries(parking.map((m) => [m.name, outboxOptions(m)])),
@@ -614,11 +594,11 @@ log(`publishers stopped; waiting for the outbox to drain (${await status()})`);
 let drainedAt: number | undefined;
 while (Date.now() - publishersStopped < drainTimeout) {
   try {
-    const [row] = await query<{ pending: number }>(
+    const [row] = await query<{ pending: number | string }>(
       appUrl,
-      `SELECT count(*)::int AS pending FROM "${OUTBOX_TABLE}" WHERE status < 3`,
+      `SELECT count(*) AS pending FROM ${OUTBOX_TABLE} WHERE status < 3`,
     );
-    if (row?.pending === 0) {
+    if (row !== undefined && Number(row.pending) === 0) {
       drainedAt = Date.now();
       break;
     }
@@ -659,6 +639,7 @@ await proxy.close();
 
 log('checking');
 const result = await check({
+  database,
   appUrl,
   sinkUrl,
   kafka,
@@ -669,23 +650,26 @@ const result = await check({
 });
 writeFileSync(join(runDir, 'check.json'), JSON.stringify(result, null, 2)); // kept whatever happens next
 // Figures for the report only: slow on a big run, and never worth failing it.
-const [{ n: transactions } = { n: 0 }] = await query<{ n: number }>(
+const transactions = await query<{ n: number | string }>(
   appUrl,
-  `SELECT count(*)::int AS n FROM (SELECT DISTINCT publisher, at FROM published) AS t`,
+  `SELECT count(*) AS n FROM (SELECT DISTINCT publisher, at FROM published) AS t`,
   [],
   300_000,
-).catch(() => [{ n: -1 }]);
+).then(
+  ([row]) => Number(row?.n ?? 0),
+  () => -1,
+);
 const duringOutages = await Promise.all(
   faults
     .filter((f) => f.kind === 'destination-down')
     .map(async (f) => {
-      const [row] = await query<{ n: number }>(
+      const [row] = await query<{ n: number | string }>(
         appUrl,
-        `SELECT count(*)::int AS n FROM published WHERE at BETWEEN to_timestamp($1 / 1000.0) AND to_timestamp($2 / 1000.0)`,
-        [f.start, f.end],
+        `SELECT count(*) AS n FROM published WHERE at BETWEEN ? AND ?`,
+        [new Date(f.start), new Date(f.end)],
         300_000,
       ).catch(() => [{ n: -1 }]);
-      return row?.n ?? 0;
+      return Number(row?.n ?? 0);
     }),
 );
 const found = violations(result);
@@ -705,6 +689,7 @@ if (overBound.length > 0)
   );
 
 const report: RunReport = {
+  database: database.label,
   seed,
   seconds,
   rate,
@@ -712,7 +697,7 @@ const report: RunReport = {
   wallSeconds: Math.round((Date.now() - t0) / 1000),
   kafka: kafka !== null,
   faults,
-  descriptions: FAULT_DESCRIPTIONS,
+  descriptions: faultDescriptions(database),
   result,
   drainAfterLastFaultMs: drainedAt === undefined ? null : drainedAt - lastFaultEnd,
   drainAfterPublishersMs: drainedAt === undefined ? null : drainedAt - publishersStopped,
@@ -749,22 +734,39 @@ process.exit(found.length === 0 ? 0 : 1);
  * crashes and failovers) differ from the rows, per outbox: none expected.
  */
 async function tallyDriftOf(url: string): Promise<string[]> {
-  let rows;
+  let counted, tallied;
   try {
-    rows = await query<{ outbox: string; rows: string; tallied: string }>(
+    counted = await query<Figures>(
       url,
-      `WITH r AS (SELECT outbox, count(*) FILTER (WHERE status < 3) AS pending, count(*) FILTER (WHERE status = 3) AS dead,
-        count(*) FILTER (WHERE status = 4) AS delivered FROM "${OUTBOX_TABLE}" GROUP BY outbox),
-      t AS (SELECT outbox, sum(pending) AS pending, sum(dead) AS dead, sum(delivered) AS delivered
-        FROM "${OUTBOX_TABLE}_tallies" GROUP BY outbox)
-    SELECT outbox, concat_ws('/', coalesce(r.pending, 0), coalesce(r.dead, 0), coalesce(r.delivered, 0)) AS rows,
-      concat_ws('/', coalesce(t.pending, 0), coalesce(t.dead, 0), coalesce(t.delivered, 0)) AS tallied
-    FROM r FULL JOIN t USING (outbox)`,
+      `SELECT outbox, sum(CASE WHEN status < 3 THEN 1 ELSE 0 END) AS pending,
+         sum(CASE WHEN status = 3 THEN 1 ELSE 0 END) AS dead, sum(CASE WHEN status = 4 THEN 1 ELSE 0 END) AS delivered
+       FROM ${OUTBOX_TABLE} GROUP BY outbox`,
+    );
+    tallied = await query<Figures>(
+      url,
+      `SELECT outbox, sum(pending) AS pending, sum(dead) AS dead, sum(delivered) AS delivered
+       FROM ${OUTBOX_TABLE}_tallies GROUP BY outbox`,
     );
   } catch (error) {
     return [`could not compare them: ${String(error)}`];
   }
-  return rows
-    .filter((r) => r.rows !== r.tallied)
-    .map((r) => `${r.outbox}: rows ${r.rows} (pending/dead/delivered), tallies ${r.tallied}`);
+  const text = (rows: Figures[], outbox: string): string => {
+    const row = rows.find((r) => r.outbox === outbox);
+    return [row?.pending, row?.dead, row?.delivered].map((n) => Number(n ?? 0)).join('/');
+  };
+  return [...new Set([...counted, ...tallied].map((r) => r.outbox))]
+    .filter((outbox) => text(counted, outbox) !== text(tallied, outbox))
+    .map(
+      (outbox) =>
+        `${outbox}: rows ${text(counted, outbox)} (pending/dead/delivered), tallies ${text(tallied, outbox)}`,
+    );
+}
+
+/** Sums as the driver gives them: bigint or decimal text, or numbers. */
+interface Figures {
+  [column: string]: unknown;
+  outbox: string;
+  pending: string | number | null;
+  dead: string | number | null;
+  delivered: string | number | null;
 }

@@ -15,6 +15,7 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 const read = (path: string) => readFileSync(join(root, path), 'utf8');
 const pkg = JSON.parse(read('package.json')) as {
   engines: { node: string };
+  devDependencies: Record<string, string>;
   exports: Record<string, unknown>;
   peerDependencies: Record<string, string>;
 };
@@ -30,8 +31,9 @@ const [header, , ...rows] = table
   .map((line) =>
     line
       .slice(1, -1)
-      .split('|')
-      .map((cell) => cell.trim()),
+      // A peer range's `||` is written `\|\|` inside a cell (a bare `|` ends the cell).
+      .split(/(?<!\\)\|/)
+      .map((cell) => cell.replace(/\\\|/g, '|').trim()),
   );
 
 const versions = Object.fromEntries(
@@ -64,11 +66,26 @@ function installed(name: string): string {
   return (JSON.parse(read(`node_modules/${name}/package.json`)) as { version: string }).version;
 }
 
+/**
+ * The versions of a library the tests run: the current line under its own name, then each older
+ * line kept beside it as an npm alias (`"better-sqlite3-v12": "npm:better-sqlite3@12.11.1"`).
+ */
+function installedLines(name: string): string {
+  const aliases = Object.entries(pkg.devDependencies)
+    .filter(([, spec]) => spec.startsWith(`npm:${name}@`))
+    .map(([alias]) => installed(alias))
+    .sort((a, b) => b.localeCompare(a, 'en', { numeric: true }));
+  return [installed(name), ...aliases].join(' + ');
+}
+
 /** What the oldest-Node run covers for a subpath. */
 function onOldest(subpath: string): string {
   const name = subpath.replace(/^outboxer\/?/, '');
   const suite =
-    name === '' ? oldestRun.includes('test/engine') : oldestRun.includes(`test/adapters/${name}.test.ts`);
+    name === ''
+      ? oldestRun.includes('test/engine')
+      : oldestRun.includes(`test/adapters/${name}.test.ts`) ||
+        oldestRun.includes(`test/relays/${name}.test.ts`);
   if (suite) return 'suite, built';
   return oldestRun.includes('examples') && hasExample(name) ? 'examples' : 'not run';
 }
@@ -108,7 +125,7 @@ test('each row names peer ranges as package.json declares them, the versions ins
       expect(range, `${subpath}: the peer range of ${name}`).toBe(pkg.peerDependencies[name]);
     }
     expect(versionsCell, `${subpath}: the versions CI installs`).toBe(
-      peers.map(({ name }) => installed(name)).join(', '),
+      peers.map(({ name }) => installedLines(name)).join(', '),
     );
     expect([on24, on22], `${subpath}: the whole suite runs on Node 24 and 22`).toEqual(['suite', 'suite']);
     expect(onOldestCell, `${subpath}: what the oldest-Node run covers`).toBe(onOldest(subpath));
@@ -116,4 +133,32 @@ test('each row names peer ranges as package.json declares them, the versions ins
   expect([...named].sort(), 'every peer dependency has a row').toEqual(
     Object.keys(pkg.peerDependencies).sort(),
   );
+});
+
+/** The guide of a subpath: docs/adapters/<name>.md, docs/relays/<name>.md or docs/<name>.md. */
+function guideOf(subpath: string): string | undefined {
+  const name = subpath.replace(/^outboxer\/?/, '');
+  return [`docs/adapters/${name}.md`, `docs/relays/${name}.md`, `docs/${name}.md`].find(
+    (path) => name !== '' && existsSync(join(root, path)),
+  );
+}
+
+test('each guide names the versions CI tests its libraries with', () => {
+  for (const [cell, library] of rows as string[][]) {
+    const subpath = cell!.replace(/`/g, '');
+    const peers = [...library!.matchAll(/([@\w/.:-]+) \(/g)]
+      .map(([, name]) => name!)
+      .filter((name) => !name.startsWith('node:') && name in pkg.peerDependencies);
+    const guide = guideOf(subpath);
+    if (peers.length === 0 || guide === undefined) continue;
+    const line = read(guide)
+      .split('\n')
+      .find((text) => text.startsWith('**Tested with**'));
+    expect(line, `${guide}: a "**Tested with**" line`).toBeDefined();
+    for (const name of peers) {
+      const versions = installedLines(name).split(' + ');
+      const listed = [versions.slice(0, -1).join(', '), versions.at(-1)].filter(Boolean).join(' and ');
+      expect(line, `${guide}: names ${name} ${listed}`).toContain(`${name} ${listed}`);
+    }
+  }
 });

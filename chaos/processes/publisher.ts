@@ -11,9 +11,7 @@
 import { createHash } from 'node:crypto';
 import { appendFileSync } from 'node:fs';
 import { join } from 'node:path';
-import pg from 'pg';
 import { Outboxer, type PublishInput } from 'outboxer';
-import { nodePostgres } from 'outboxer/pg';
 import {
   GROUPS_PER_OUTBOX,
   INSTANCE_NAME,
@@ -25,27 +23,21 @@ import {
   type ChaosPayload,
   type ControlMessage,
 } from '../config.js';
+import { chaosDatabase } from '../database.js';
 import { random, sleep } from '../random.js';
+import { placeholders, valueRows } from '../sql.js';
 
 const [name, seedText] = process.argv.slice(2) as [string, string];
 const env = childEnvironment();
+const database = chaosDatabase(env.db);
 const rnd = random(Number(seedText));
-const modes = activeModes(env.kafka !== null);
+const modes = activeModes(env.kafka !== null, database.notifications);
 const totalWeight = modes.reduce((n, m) => n + m.weight, 0);
 
-const pool = new pg.Pool({
-  connectionString: env.appUrl,
-  max: env.writers + 1,
-  connectionTimeoutMillis: 5000,
-  application_name: `chaos-publisher-${name}`,
-});
-pool.on('error', () => undefined); // An idle client cut by a fault: the pool replaces it.
-// A client checked out of the pool has no 'error' listener: one whose connection dies between two
-// statements would crash the process. Its queries fail instead, and release(error) discards it.
-pool.on('connect', (client) => client.on('error', () => undefined));
+const pool = database.pool(env.appUrl, { max: env.writers + 1, name: `publisher-${name}` });
 
 const outboxer = new Outboxer({
-  database: nodePostgres(pool),
+  database: pool.adapter,
   name: INSTANCE_NAME,
   relay: false,
   outboxes: Object.fromEntries(modes.map((m) => [m.name, outboxOptions(m)])),
@@ -99,7 +91,7 @@ function plan(): Planned[] {
     const payload: ChaosPayload = { seq: 0, publisher: name, pad: pad() };
     if (mode.destination === 'table') {
       if (rnd() < 0.02) payload.failTimes = rnd.int(1, 3);
-      if (!mode.strict && rnd() < 0.003) payload.poison = true;
+      if (!mode.strict && rnd() < env.poison) payload.poison = true;
     }
     const headers: Record<string, string> = { 'x-publisher': name, 'x-index': String(i) };
     if (rnd() < 0.2) headers['x-unicode'] = 'ünïcødé 🎉';
@@ -111,52 +103,60 @@ const hash = (text: string): string => createHash('sha1').update(text).digest('h
 
 async function transaction(): Promise<void> {
   const planned = plan();
-  const client = await pool.connect();
+  const tx = await pool.begin();
   let broken: Error | undefined;
   try {
-    await client.query('BEGIN');
     const groups = [...new Set(planned.map((p) => p.group).filter((g): g is string => g !== null))].sort();
     // Lock the groups' business rows in key order (no deadlocks), then number the messages.
-    const { rows } = await client.query<{ id: string; version: string }>(
-      'SELECT id, version FROM orders WHERE id = ANY($1::text[]) ORDER BY id FOR UPDATE',
-      [groups],
-    );
+    const rows =
+      groups.length === 0
+        ? []
+        : await tx.query<{ id: string; version: string | number }>(
+            `SELECT id, version FROM orders WHERE id IN (${placeholders(groups.length)}) ORDER BY id FOR UPDATE`,
+            groups,
+          );
     const version = new Map(rows.map((r) => [r.id, Number(r.version)]));
+    const added = new Map<string, number>();
     for (const p of planned) {
       if (p.group === null) continue;
       const next = version.get(p.group)! + 1;
       version.set(p.group, next);
+      added.set(p.group, (added.get(p.group) ?? 0) + 1);
       p.input.payload.seq = next;
     }
-    await client.query(
-      'UPDATE orders SET version = u.version FROM unnest($1::text[], $2::bigint[]) AS u(id, version) WHERE orders.id = u.id',
-      [groups, groups.map((g) => version.get(g)!)],
-    );
+    // One UPDATE per number of messages a group got (mostly one statement: one each).
+    for (const n of new Set(added.values())) {
+      const ids = groups.filter((g) => added.get(g) === n);
+      await tx.query(`UPDATE orders SET version = version + ? WHERE id IN (${placeholders(ids.length)})`, [
+        n,
+        ...ids,
+      ]);
+    }
     const ids = await outboxer.publishMany(
-      client,
+      tx.connection,
       planned.map((p) => p.input),
     );
-    await client.query(
+    await tx.query(
       `INSERT INTO published (message_id, outbox, group_key, seq, hash, publisher, poison, fail_times)
-       SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::boolean[], $8::int[])`,
-      [
-        ids,
-        planned.map((p) => p.input.outbox),
-        planned.map((p) => p.group),
-        planned.map((p) => p.input.payload.seq),
-        planned.map((p) => hash(contentOf(p.input.payload, p.input.headers))),
-        planned.map(() => name),
-        planned.map((p) => p.input.payload.poison === true),
-        planned.map((p) => p.input.payload.failTimes ?? 0),
-      ],
+       VALUES ${valueRows(planned.length, 8)}`,
+      planned.flatMap((p, i) => [
+        ids[i],
+        p.input.outbox,
+        p.group,
+        p.input.payload.seq,
+        hash(contentOf(p.input.payload, p.input.headers)),
+        name,
+        p.input.payload.poison === true,
+        p.input.payload.failTimes ?? 0,
+      ]),
     );
     if (killAt === 'before-commit') process.kill(process.pid, 'SIGKILL');
     if (rnd() < 0.08) {
-      await client.query('ROLLBACK');
+      await tx.rollback();
       appendFileSync(join(env.runDir, `rolledback-${name}.jsonl`), JSON.stringify(ids) + '\n');
       stats.rolledBack += ids.length;
     } else {
-      await client.query('COMMIT');
+      await tx.commit();
       if (killAt === 'after-commit') process.kill(process.pid, 'SIGKILL');
       stats.committed += ids.length;
     }
@@ -165,10 +165,10 @@ async function transaction(): Promise<void> {
     // The database went away or cut us: the transaction failed with the publish in it.
     broken = error as Error;
     stats.failed += 1;
-    await client.query('ROLLBACK').catch(() => undefined);
+    await tx.rollback().catch(() => undefined);
     throw error;
   } finally {
-    client.release(broken);
+    tx.release(broken);
   }
 }
 

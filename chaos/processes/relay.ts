@@ -29,7 +29,6 @@ import {
   type Envelope,
   type Relay,
 } from 'outboxer';
-import { nodePostgres } from 'outboxer/pg';
 import {
   INSTANCE_NAME,
   LEASE_TIMEOUT,
@@ -42,11 +41,13 @@ import {
   type ChaosPayload,
   type ControlMessage,
 } from '../config.js';
+import { chaosDatabase } from '../database.js';
 import { sleep } from '../random.js';
 
 const [label] = process.argv.slice(2) as [string];
 const env = childEnvironment();
-const modes = activeModes(env.kafka !== null);
+const database = chaosDatabase(env.db);
+const modes = activeModes(env.kafka !== null, database.notifications);
 const eventsFile = join(env.runDir, `events-${label}.jsonl`);
 const record = (event: Record<string, unknown>): void =>
   appendFileSync(eventsFile, JSON.stringify({ t: Date.now(), node: label, ...event }) + '\n');
@@ -57,19 +58,15 @@ const SECRET = 's3cr3t-chaos-password';
 const longError = (what: string): string =>
   `${what}: upstream postgres://sink_user:${SECRET}@127.0.0.1:5/sink refused it. ` + 'detail '.repeat(400);
 
-const appPool = new pg.Pool({
-  connectionString: env.appUrl,
+// On Postgres, a workaround for the engine bug described in docs/reliability.md ("a relay process
+// crashes when its connection is cut inside a settle"): a client that the adapter checked out of
+// the pool has no 'error' listener, so a connection that dies between two statements of a
+// transaction raises an unhandled 'error' event. CHAOS_NO_WORKAROUND=1 leaves it out, to see the crash.
+const appPool = database.pool(env.appUrl, {
   max: 16,
-  connectionTimeoutMillis: 5000,
-  application_name: `chaos-relay-${label}`,
+  name: `relay-${label}`,
+  bare: process.env.CHAOS_NO_WORKAROUND === '1',
 });
-appPool.on('error', () => undefined);
-// Workaround for the engine bug described in docs/reliability.md ("a relay process crashes when its
-// connection is cut inside a settle"): a client that the adapter checked out of the pool has no
-// 'error' listener, so a connection that dies between two statements of a transaction raises an
-// unhandled 'error' event. CHAOS_NO_WORKAROUND=1 leaves it out, to see the crash.
-if (process.env.CHAOS_NO_WORKAROUND !== '1')
-  appPool.on('connect', (client) => client.on('error', () => undefined));
 const sinkPool = new pg.Pool({
   connectionString: env.sinkUrl,
   max: 12,
@@ -210,7 +207,7 @@ function kafkaRelay(brokers: string[], topic: string): Relay {
 }
 
 const outboxer = new Outboxer({
-  database: nodePostgres(appPool),
+  database: appPool.adapter,
   name: INSTANCE_NAME,
   leaseTimeout: LEASE_TIMEOUT,
   shutdownTimeout: SHUTDOWN_TIMEOUT,

@@ -1,5 +1,5 @@
 /**
- * outboxer with MikroORM 6 on PostgreSQL: publish with the EntityManager of em.transactional(),
+ * outboxer with MikroORM 7 on PostgreSQL: publish with the EntityManager of em.transactional(),
  * and the order and its event commit together, or not at all.
  *
  *   npx tsx examples/adapters/mikro-orm.ts      (DATABASE_URL, default postgres://postgres@127.0.0.1:5432/postgres)

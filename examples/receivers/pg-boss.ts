@@ -10,7 +10,7 @@
  */
 import { pathToFileURL } from 'node:url';
 import pg from 'pg';
-import PgBoss from 'pg-boss';
+import { PgBoss } from 'pg-boss';
 import { Outboxer, defineMessage } from 'outboxer';
 import { pgBossReceiver, pgBossRelay } from 'outboxer/pg-boss';
 import { nodePostgres } from 'outboxer/pg';
@@ -28,7 +28,7 @@ export async function main(
   boss.on('error', (error) => console.error(error));
   await boss.start();
   const queue = `orders_${Date.now()}`;
-  await boss.createQueue(queue, { name: queue, retryLimit: 3, retryDelay: 1 });
+  await boss.createQueue(queue, { retryLimit: 3, retryDelay: 1 });
   const pool = new pg.Pool({ connectionString: databaseUrl });
 
   // The sending service: its outbox relays to the queue.

@@ -1,6 +1,7 @@
 /**
- * outboxer → pg-boss 10, with the outbox in PostgreSQL through node-postgres (`pg`): the same
- * database as pg-boss's jobs here, though the two need not share one.
+ * outboxer → pg-boss 12, with the outbox in PostgreSQL through node-postgres (`pg`): the same
+ * database as pg-boss's jobs here, though the two need not share one. The queue's
+ * `key_strict_fifo` policy keeps each order's jobs in sequence however many workers run them.
  *
  * Needs PostgreSQL 13 or newer in DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres;
  * in this repository: `bash scripts/services/postgres.sh`). It creates a table `orders` if there is
@@ -10,7 +11,7 @@
  *   npx tsx examples/relays/pg-boss.ts
  */
 import { pathToFileURL } from 'node:url';
-import PgBoss from 'pg-boss';
+import { PgBoss } from 'pg-boss';
 import pg from 'pg';
 import { Outboxer, defineMessage } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
@@ -33,19 +34,24 @@ export async function main(
   const boss = new PgBoss(databaseUrl);
   boss.on('error', (error) => console.error('pg-boss:', error.message));
   await boss.start(); // before outboxer.start(): the relay checks the queue
-  await boss.createQueue('order-events'); // pg-boss 10 drops jobs for a queue that does not exist
+  // key_strict_fifo: the relay gives every job its group key as singletonKey, and pg-boss runs one
+  // job per key at a time, oldest first, a failed job's retries before the next one. (createQueue
+  // leaves a queue that already exists as it is, policy included.)
+  await boss.createQueue('order-events', { policy: 'key_strict_fifo' });
 
-  // The consumer: one worker taking one job at a time runs them in the order they were inserted.
+  // The consumer: four workers, ten jobs per fetch; each order's jobs still run one after another.
   let handled = 0;
   await boss.work<PgBossJobData>(
     'order-events',
-    { batchSize: 1, pollingIntervalSeconds: 0.5 },
-    async ([job]) => {
-      const { payload, headers } = job!.data; // headers: outboxer-id (deduplicate on it), -type, -group-key
-      console.log(
-        `${headers['outboxer-group-key']} #${headers['outboxer-id']} ${headers['outboxer-type']} ${JSON.stringify(payload)}`,
-      );
-      handled += 1;
+    { localConcurrency: 4, batchSize: 10, pollingIntervalSeconds: 0.5 },
+    async (jobs) => {
+      for (const job of jobs) {
+        const { payload, headers } = job.data; // headers: outboxer-id (deduplicate on it), -type, -group-key
+        console.log(
+          `${headers['outboxer-group-key']} #${headers['outboxer-id']} ${headers['outboxer-type']} ${JSON.stringify(payload)}`,
+        );
+        handled += 1;
+      }
     },
   );
 

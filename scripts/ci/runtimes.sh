@@ -5,7 +5,8 @@
 #             compiled per Node ABI: a node_modules built under Node 24 crashes under 22)
 #   oldest    the floor of package.json's engines: `npm run demo`, then the built package (dist/,
 #             built under that Node) through the examples, the engine suites on SQLite and Postgres
-#             and the SQLite and pg adapter suites. It reuses the Node 22 copy: one major, one ABI.
+#             and the SQLite and pg adapter suites, and the Kafka relay's (@platformatic/kafka 1.x
+#             is the line for a Node below 22.22). It reuses the Node 22 copy: one major, one ABI.
 #
 # Writes .tmp/vitest-22.json and .tmp/vitest-oldest.json (read by scripts/test-summary.mjs) and
 # exits non-zero when a step failed; the oldest-Node run runs even after the Node 22 one failed.
@@ -56,6 +57,7 @@ took
   npm run build >/dev/null
   OUTBOXER_TEST_PACKAGE=dist npx vitest run examples test/engine \
     test/adapters/better-sqlite3.test.ts test/adapters/node-sqlite.test.ts test/adapters/pg.test.ts \
+    test/relays/kafka.test.ts \
     --reporter=default --reporter=json --outputFile.json="$root/.tmp/vitest-oldest.json"
   took
 )

@@ -175,7 +175,7 @@ function errorChain(error: unknown): unknown[] {
 }
 
 /** The tables migrate() creates beside a message table, as `<table>_<suffix>`. */
-const COMPANIONS = ['leases', 'nodes', 'config', 'tallies'];
+const COMPANIONS = ['leases', 'nodes', 'config', 'tallies', 'groups'];
 
 /**
  * Whether what the database reports missing is the table or one of its companions: another

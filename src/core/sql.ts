@@ -23,6 +23,16 @@ export interface SqlQuery {
    * statement (Drizzle's `all()` on better-sqlite3) runs it another way.
    */
   readonly rowless?: boolean;
+  /**
+   * This statement begins work in the caller's transaction (a publish's first statement on MySQL,
+   * the inbox's savepoint), before anything is written: an adapter checks here that the
+   * transaction is still open. MySQL runs a statement outside a transaction in autocommit, and
+   * InnoDB rolls a whole transaction back on a deadlock, after which the library's transaction
+   * object runs each statement on its own. An adapter whose library passes on the reply's result
+   * header (mysql2, Knex, Drizzle, TypeORM) reads the server status of every reply and needs no
+   * flag; one that keeps it to itself (Kysely, Prisma) runs a savepoint probe before this statement.
+   */
+  readonly checksTransaction?: boolean;
 }
 
 export type Row = Record<string, unknown>;

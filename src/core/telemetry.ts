@@ -21,6 +21,7 @@ export const channels = {
   dashboardRefused: diagnostics.channel('outboxer:dashboard:refused'),
   inboxHandled: diagnostics.channel('outboxer:inbox:handled'),
   inboxDuplicate: diagnostics.channel('outboxer:inbox:duplicate'),
+  inboxOutOfOrder: diagnostics.channel('outboxer:inbox:out-of-order'),
   inboxPrune: diagnostics.channel('outboxer:inbox:prune'),
 } as const;
 

@@ -288,17 +288,33 @@ export const PAGE_SCRIPT = String.raw`
     if (group !== '') change('retry', { outbox: state.outbox, group: group }, 'Retried {n} dead message(s) of group ' + group + ', in order.');
   });
   $('discard-selected').addEventListener('click', function () { var s = selected(); if (s.length) discard(s); });
+  // A message found by its id, pending or dead, whatever the filters: what an operator has from a log line.
+  function openById() {
+    var id = $('find-id').value.trim();
+    if (!/^[0-9]+$/.test(id)) return fail('A message id is a whole number.');
+    api('message?' + query({ outbox: state.outbox, id: id })).then(openDetail).catch(fail);
+  }
+  $('open-id').addEventListener('click', openById);
+  $('find-id').addEventListener('keydown', function (e) { if (e.key === 'Enter') openById(); });
   $('detail-close').addEventListener('click', function () { $('detail').hidden = true; });
   $('detail-retry').addEventListener('click', function () { $('detail').hidden = true; retry([state.detail.id]); });
   $('detail-discard').addEventListener('click', function () { discard([state.detail]); });
 
-  var timer = null;
+  var timer = null, looping = false;
   // A slow refresh (a deep backlog on SQLite, whose counts read the rows) waits longer before the next.
+  // A page nobody looks at (a background tab left open all night) asks nothing: it refreshes again
+  // the moment it is shown.
   function loop() {
+    timer = null;
+    looping = document.visibilityState !== 'hidden';
+    if (!looping) return;
     var started = Date.now();
     refresh().catch(fail).then(function () { timer = setTimeout(loop, Math.max(interval, 4 * (Date.now() - started))); });
   }
   loop();
+  document.addEventListener('visibilitychange', function () {
+    if (document.visibilityState === 'visible' && !looping) loop();
+  });
   window.addEventListener('pagehide', function () { clearTimeout(timer); });
 })();
 `;

@@ -67,6 +67,8 @@ export function renderPage(o: {
       <input id="filter-type" placeholder="Type (exact)" aria-label="Type">
       <input id="filter-error" placeholder="Error contains" aria-label="Error contains">
       <button id="apply-filters" type="button">Filter</button>
+      <input id="find-id" type="search" inputmode="numeric" placeholder="Message id" aria-label="Open a message by its id" size="10">
+      <button id="open-id" type="button">Open</button>
       <span class="spacer"></span>
       <button id="retry-group" type="button" class="change" hidden>Retry all of the group</button>
       <button id="retry-selected" type="button" class="change">Retry selected</button>

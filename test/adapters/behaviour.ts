@@ -322,9 +322,9 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
       });
       await outboxer.migrate();
       // Literal values: the effect's statement is the same text on every dialect (RETURNING, as
-      // Drizzle's SQLite transactions run queries that return rows).
+      // Drizzle's SQLite transactions run queries that return rows). m2 comes after m1 in group g.
       const handle = (tx: Tx, id: string, effect: string, fail = false) =>
-        outboxer.inbox('payments').handle(tx, { id }, () =>
+        outboxer.inbox('payments').handle(tx, { id, groupKey: 'g', sequence: id === 'm1' ? '2' : 1 }, () =>
           andThen(
             opened.database.executeInTransaction(tx, {
               text: `INSERT INTO ${effects} (effect) VALUES ('${effect}') RETURNING effect`,
@@ -357,6 +357,8 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
       expect(await opened.transaction((tx) => handle(tx, 'm2', 'three'))).toEqual({
         duplicate: false,
         value: 'three',
+        outOfOrder: true,
+        after: '2',
       });
       const rows = await raw.query(`SELECT effect FROM ${effects} ORDER BY effect`);
       expect(rows.map((row) => row.effect)).toEqual(['one', 'three']);
@@ -386,7 +388,11 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
      */
     async function publisherWaitsOnGroup(group: string): Promise<boolean> {
       if (harness.dialect === 'mysql') {
-        const running = await raw.query(`SELECT state, info FROM information_schema.PROCESSLIST`);
+        // This file's database only: the other adapters' suites run on the same server at once.
+        const running = await raw.query(
+          `SELECT state, info FROM information_schema.PROCESSLIST WHERE db = ?`,
+          [target.kind === 'mysql' ? target.database : ''],
+        );
         return (
           running.filter((row) => String(row.info).includes('_groups` (outbox, group_key)')).length === 1
         );
@@ -437,6 +443,64 @@ export function adapterBehaviour<Tx>(harness: AdapterHarness<Tx>): void {
     }
 
     if (harness.dialect === 'mysql') {
+      test('a publish or an inbox handle in a transaction InnoDB rolled back on a deadlock is NOT_IN_TRANSACTION and writes nothing', async () => {
+        const outboxer = await manual({ relay: functionRelay(async () => undefined) });
+        const name = outboxer.outbox('events').table.name;
+        const inboxTable = table();
+        const inboxer = new Outboxer({
+          database: opened.database,
+          inboxes: { payments: { table: inboxTable } },
+        });
+        await inboxer.migrate();
+        const locks = `${name}_locks`;
+        await opened.database.execute({
+          text: `CREATE TABLE ${locks} (id INT PRIMARY KEY, n INT)`,
+          values: [],
+        });
+        await opened.database.execute({ text: `INSERT INTO ${locks} VALUES (1, 0)`, values: [] });
+        let sharing = 0;
+        let bothShare!: () => void;
+        const barrier = new Promise<void>((resolve) => (bothShare = resolve));
+        // Both share a lock on the row, then both want it exclusively: InnoDB breaks the cycle by
+        // rolling one back. The victim carries on, as a caller that caught the error could.
+        const refusals: unknown[] = [];
+        const outcomes = await Promise.all(
+          [1, 2].map((n) =>
+            opened.transaction(async (tx) => {
+              const run = (text: string) => opened.database.executeInTransaction(tx, { text, values: [] });
+              await run(`SELECT n FROM ${locks} WHERE id = 1 LOCK IN SHARE MODE`);
+              if (++sharing === 2) bothShare();
+              await barrier;
+              try {
+                await run(`UPDATE ${locks} SET n = ${n} WHERE id = 1`);
+                return 'updated';
+              } catch (deadlock) {
+                const messages: string[] = [];
+                for (let e = deadlock; e instanceof Error; e = e.cause) messages.push(e.message);
+                expect(messages.join('\n')).toMatch(/deadlock/i);
+              }
+              const codeOf = (error: unknown) => {
+                refusals.push(error);
+                return isOutboxerError(error) ? error.code : String(error);
+              };
+              const published = await Promise.resolve(outboxer.publish(tx, 'events', { n })).then(
+                () => 'published',
+                codeOf,
+              );
+              const handled = await Promise.resolve(
+                inboxer.inbox('payments').handle(tx, { id: `m${n}` }, () => 'effect'),
+              ).then(() => 'handled', codeOf);
+              return `${published}, ${handled}`;
+            }),
+          ),
+        );
+        expect(outcomes.sort()).toEqual(['NOT_IN_TRANSACTION, NOT_IN_TRANSACTION', 'updated']);
+        for (const refusal of refusals)
+          expect((refusal as Error).message).toMatch(/rolled it back after a deadlock/);
+        expect(await raw.count(name)).toBe(0);
+        expect(await raw.count(inboxTable)).toBe(0);
+      });
+
       test('without NOTIFY: a relay with a long poll interval picks up what its own instance published', async () => {
         const arrivals: Array<{ id: number; at: number }> = [];
         const relay = functionRelay(async (m: Envelope) => void arrivals.push({ id: m.id, at: Date.now() }));

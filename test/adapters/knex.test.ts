@@ -1,4 +1,4 @@
-/** Knex on Postgres (client pg) through the adapter behaviour suite. */
+/** Knex on Postgres (client pg) and on MariaDB (client mysql2) through the adapter behaviour suite. */
 import createKnex from 'knex';
 import pg from 'pg';
 import { knex, type KnexTransaction } from 'outboxer/knex';
@@ -38,6 +38,17 @@ adapterBehaviour<KnexTransaction>({
         await listenPool.end();
       },
     };
+  },
+});
+
+adapterBehaviour<KnexTransaction>({
+  name: 'Knex on MariaDB',
+  dialect: 'mysql',
+  sync: false,
+  async open(target) {
+    if (target.kind !== 'mysql') throw new Error('mysql only');
+    const db = createKnex({ client: 'mysql2', connection: target.url, pool: { min: 0, max: 4 } });
+    return { database: knex(db), ...(await transactionsOf(db)), close: () => db.destroy() };
   },
 });
 

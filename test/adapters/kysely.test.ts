@@ -1,6 +1,10 @@
-/** Kysely on Postgres (PostgresDialect over pg) and on SQLite (SqliteDialect over better-sqlite3). */
+/**
+ * Kysely on Postgres (PostgresDialect over pg), on MariaDB (MysqlDialect over a mysql2 pool) and on
+ * SQLite (SqliteDialect over better-sqlite3).
+ */
 import Database from 'better-sqlite3';
-import { CamelCasePlugin, Kysely, PostgresDialect, SqliteDialect } from 'kysely';
+import { CamelCasePlugin, Kysely, MysqlDialect, PostgresDialect, SqliteDialect, sql } from 'kysely';
+import { createPool } from 'mysql2';
 import pg from 'pg';
 import { kysely, type KyselyTransaction } from 'outboxer/kysely';
 import { nodePostgres } from 'outboxer/pg';
@@ -13,6 +17,7 @@ function opened(
   db: Kysely<Tables>,
   database: Opened<KyselyTransaction>['database'],
   close: () => Promise<void>,
+  notTransactions: Record<string, unknown> = {},
 ): Opened<KyselyTransaction> {
   return {
     database,
@@ -23,7 +28,7 @@ function opened(
       await fn(trx);
       await trx.rollback().execute();
     },
-    notTransactions: () => ({ 'the Kysely instance': db }),
+    notTransactions: () => ({ 'the Kysely instance': db, ...notTransactions }),
     close,
   };
 }
@@ -41,6 +46,32 @@ adapterBehaviour<KyselyTransaction>({
       plugins: [new CamelCasePlugin()],
     });
     return opened(db, kysely(db, { notifications: nodePostgres(pool) }), () => db.destroy());
+  },
+});
+
+adapterBehaviour<KyselyTransaction>({
+  name: 'Kysely on MariaDB',
+  dialect: 'mysql',
+  sync: false,
+  async open(target) {
+    if (target.kind !== 'mysql') throw new Error('mysql only');
+    const db = new Kysely<Tables>({
+      dialect: new MysqlDialect({ pool: createPool({ uri: target.url, connectionLimit: 4 }) }),
+      plugins: [new CamelCasePlugin()],
+    });
+    // A Kysely transaction the server no longer has (a COMMIT statement ended it): Kysely still
+    // calls it a transaction, and only the server knows better.
+    const ended = await db.startTransaction().execute();
+    await sql`COMMIT`.execute(ended);
+    return opened(
+      db,
+      kysely(db),
+      async () => {
+        await ended.rollback().execute();
+        await db.destroy();
+      },
+      { 'a transaction a COMMIT statement ended on the server': ended },
+    );
   },
 });
 

@@ -27,6 +27,11 @@ describe('the MySQL dialect', () => {
     ['recordHandled', queriesOf(inbox.recordHandled(table, record, 1))],
     ['handledAt', [inbox.handledAt(table, record)]],
     ['pruneHandled', queriesOf(inbox.pruneHandled(table, 'payments', 1, 100))],
+    [
+      'advanceGroup',
+      queriesOf(inbox.advanceGroup(table, { ...record, groupKey: 'node-1', sequence: '7' }, 1)),
+    ],
+    ['pruneGroups', queriesOf(inbox.pruneGroups(table, 'payments', 1, 100))],
     ['savepoints', [inbox.savepoint('s1'), inbox.releaseSavepoint('s1'), inbox.rollbackToSavepoint('s1')]],
   ] as const)('inbox %s: one value per placeholder, backticked names', (_, queries) => {
     for (const query of queries) {
@@ -40,6 +45,12 @@ describe('the MySQL dialect', () => {
     const ddl = inbox.inboxSchema(table).join('\n');
     expect(ddl).toMatch(/inbox VARCHAR\(100\)[^]*source VARCHAR\(255\)[^]*message_id VARCHAR\(400\)/);
     expect((100 + 255 + 400) * 4).toBeLessThanOrEqual(3072);
+  });
+
+  test("the groups' key fits InnoDB: the group key as its 512 bytes, not 512 utf8mb4 characters", () => {
+    const ddl = inbox.inboxSchema(table).join('\n');
+    expect(ddl).toMatch(/consumer_inbox_groups[^]*source VARCHAR\(255\)[^]*group_key VARBINARY\(512\)/);
+    expect((100 + 255) * 4 + 512).toBeLessThanOrEqual(3072);
   });
 
   test.each([

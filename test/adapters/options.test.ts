@@ -11,6 +11,7 @@ import { postgresJs, type PostgresJsSql } from 'outboxer/postgres-js';
 import { prisma, type PrismaClientLike } from 'outboxer/prisma';
 import { typeorm, type TypeOrmDataSource } from 'outboxer/typeorm';
 import Database from 'better-sqlite3';
+import { MssqlAdapter, MysqlAdapter, PostgresAdapter, SqliteAdapter } from 'kysely';
 
 function codeOf(fn: () => unknown): string | undefined {
   try {
@@ -111,6 +112,11 @@ describe('factories', () => {
       client: { dialect: 'sqlite3' },
     });
     expect(codeOf(() => knex(sqliteKnex as never))).toMatch(/^DATABASE_UNSUPPORTED: knex\(db\).*sqlite3/);
+    // Knex's client "mysql" (the mysql package) is not the tested one: mysql2 is.
+    const mysqlKnex = { ...sqliteKnex, client: { dialect: 'mysql', driverName: 'mysql' } };
+    expect(codeOf(() => knex(mysqlKnex as never))).toMatch(
+      /^DATABASE_UNSUPPORTED: knex\(db\).*client "mysql" \(use client "mysql2"\)/,
+    );
     expect(
       codeOf(() =>
         typeorm({ createQueryRunner: () => undefined, options: { type: 'better-sqlite3' } } as never),
@@ -130,11 +136,26 @@ describe('factories', () => {
   test('kysely picks the dialect from the option, or from the Kysely dialect adapter', () => {
     expect(kysely(fakeKysely(), { dialect: 'sqlite' }).dialect.name).toBe('sqlite');
     expect(kysely(fakeKysely()).dialect.name).toBe('postgres');
-    class SqliteAdapter {}
-    const onSqlite = Object.assign(fakeKysely(), { getExecutor: () => ({ adapter: new SqliteAdapter() }) });
-    expect(kysely(onSqlite).dialect.name).toBe('sqlite');
-    expect(codeOf(() => kysely(fakeKysely(), { dialect: 'mysql' as never }))).toMatch(
-      /^INVALID_OPTIONS: Option "kysely.dialect"/,
+    expect(kysely(fakeKysely(), { dialect: 'mysql' }).dialect.name).toBe('mysql');
+    const on = (adapter: object) => Object.assign(fakeKysely(), { getExecutor: () => ({ adapter }) });
+    expect(kysely(on(new SqliteAdapter())).dialect.name).toBe('sqlite');
+    expect(kysely(on(new MysqlAdapter())).dialect.name).toBe('mysql');
+    expect(kysely(on(new PostgresAdapter())).dialect.name).toBe('postgres');
+    // A third-party dialect whose adapter extends Kysely's own talks to that database.
+    class CockroachAdapter extends PostgresAdapter {}
+    expect(kysely(on(new CockroachAdapter())).dialect.name).toBe('postgres');
+    expect(codeOf(() => kysely(fakeKysely(), { dialect: 'mssql' as never }))).toMatch(
+      /^INVALID_OPTIONS: Option "kysely.dialect" must be "postgres", "mysql" or "sqlite"/,
+    );
+  });
+
+  test('kysely refuses a database outboxer has no dialect for, naming it', () => {
+    expect(
+      codeOf(() =>
+        kysely(Object.assign(fakeKysely(), { getExecutor: () => ({ adapter: new MssqlAdapter() }) })),
+      ),
+    ).toMatch(
+      /^DATABASE_UNSUPPORTED: kysely\(db\): the Kysely instance's dialect adapter is MssqlAdapter;.*dialect: 'postgres' \| 'mysql' \| 'sqlite'/,
     );
   });
 });

@@ -1,13 +1,43 @@
-/** TypeORM (postgres driver) through the adapter behaviour suite. */
+/** TypeORM (postgres, and mysql/mariadb over mysql2) through the adapter behaviour suite. */
 import 'reflect-metadata';
 import pg from 'pg';
 import { DataSource } from 'typeorm';
-import { expect, test } from 'vitest';
+import { describe, expect, test } from 'vitest';
 import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { typeorm, type TypeOrmTransaction } from 'outboxer/typeorm';
 import { DATABASE_URL, postgresFixture } from '../support/databases.js';
-import { adapterBehaviour } from './behaviour.js';
+import { adapterBehaviour, type Opened } from './behaviour.js';
+
+/** The harness's calls on an initialized DataSource: its transactions, and what is not one. */
+function onDataSource(dataSource: DataSource): Omit<Opened<TypeOrmTransaction>, 'database'> {
+  const idleRunner = dataSource.createQueryRunner();
+  return {
+    transaction: (fn) => dataSource.transaction(async (manager) => fn(manager)),
+    async rollback(fn) {
+      // A transaction of our own on a query runner, published through its manager.
+      const runner = dataSource.createQueryRunner();
+      await runner.connect();
+      await runner.startTransaction();
+      try {
+        await fn(runner.manager);
+      } finally {
+        await runner.rollbackTransaction();
+        await runner.release();
+      }
+    },
+    notTransactions: () => ({
+      'the DataSource': dataSource,
+      'dataSource.manager': dataSource.manager,
+      'a query runner without a transaction': idleRunner,
+      'the manager of a query runner without a transaction': idleRunner.manager,
+    }),
+    async close() {
+      await idleRunner.release();
+      await dataSource.destroy();
+    },
+  };
+}
 
 adapterBehaviour<TypeOrmTransaction>({
   name: 'TypeORM',
@@ -22,31 +52,12 @@ adapterBehaviour<TypeOrmTransaction>({
     }).initialize();
     // TypeORM has no LISTEN: notify: true listens through a pg pool on the same database.
     const listenPool = new pg.Pool({ connectionString: target.urlWithSchema, max: 1 });
-    const idleRunner = dataSource.createQueryRunner();
+    const calls = onDataSource(dataSource);
     return {
+      ...calls,
       database: typeorm(dataSource, { notifications: nodePostgres(listenPool) }),
-      transaction: (fn) => dataSource.transaction(async (manager) => fn(manager)),
-      async rollback(fn) {
-        // A transaction of our own on a query runner, published through its manager.
-        const runner = dataSource.createQueryRunner();
-        await runner.connect();
-        await runner.startTransaction();
-        try {
-          await fn(runner.manager);
-        } finally {
-          await runner.rollbackTransaction();
-          await runner.release();
-        }
-      },
-      notTransactions: () => ({
-        'the DataSource': dataSource,
-        'dataSource.manager': dataSource.manager,
-        'a query runner without a transaction': idleRunner,
-        'the manager of a query runner without a transaction': idleRunner.manager,
-      }),
       async close() {
-        await idleRunner.release();
-        await dataSource.destroy();
+        await calls.close();
         await listenPool.end();
       },
     };
@@ -82,4 +93,40 @@ test('publish also takes the QueryRunner of a transaction started by hand', asyn
     await dataSource.destroy();
     await fixture.close();
   }
+});
+
+// MySQL and MariaDB: TypeORM's types "mysql" and "mariadb" both run its MySQL driver over mysql2.
+for (const type of ['mysql', 'mariadb'] as const) {
+  adapterBehaviour<TypeOrmTransaction>({
+    name: `TypeORM (type "${type}")`,
+    dialect: 'mysql',
+    sync: false,
+    async open(target) {
+      if (target.kind !== 'mysql') throw new Error('mysql only');
+      const dataSource = await new DataSource({ type, url: target.url, poolSize: 4 }).initialize();
+      return { ...onDataSource(dataSource), database: typeorm(dataSource) };
+    },
+  });
+}
+
+describe('TypeORM on MySQL', () => {
+  test('the dialect comes from the DataSource type; the option must agree with it', () => {
+    // Not initialized: the adapter reads only the DataSource's options.
+    const dataSource = new DataSource({ type: 'mariadb', url: 'mysql://root@127.0.0.1:3306/test' });
+    expect(typeorm(dataSource).dialect.name).toBe('mysql');
+    expect(typeorm(dataSource, { dialect: 'mysql' }).dialect.name).toBe('mysql');
+    expect(() => typeorm(dataSource, { dialect: 'postgres' })).toThrow(
+      expect.objectContaining({
+        code: 'INVALID_OPTIONS',
+        message: expect.stringMatching(/"typeorm.dialect"/),
+      }),
+    );
+    const sqlite = new DataSource({ type: 'better-sqlite3', database: ':memory:' });
+    expect(() => typeorm(sqlite)).toThrow(
+      expect.objectContaining({
+        code: 'DATABASE_UNSUPPORTED',
+        message: expect.stringMatching(/"better-sqlite3"/),
+      }),
+    );
+  });
 });

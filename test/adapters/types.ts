@@ -5,13 +5,18 @@
  * `@ts-expect-error` fails the typecheck if the line below it ever compiles.
  */
 import type { EntityManager as CoreEntityManager } from '@mikro-orm/core';
+import type { EntityManager as MariaDbEntityManager, MikroORM as MariaDbMikroORM } from '@mikro-orm/mariadb';
+import type { EntityManager as MySqlEntityManager, MikroORM as MySqlMikroORM } from '@mikro-orm/mysql';
 import type { EntityManager as PostgresEntityManager, MikroORM } from '@mikro-orm/postgresql';
 import type { ITXClientDenyList, getPrismaClient } from '@prisma/client/runtime/client';
 import type { BetterSQLite3Database } from 'drizzle-orm/better-sqlite3';
+import type { MySql2Database } from 'drizzle-orm/mysql2';
 import type { NodePgDatabase } from 'drizzle-orm/node-postgres';
 import type { PostgresJsDatabase } from 'drizzle-orm/postgres-js';
 import type { Knex } from 'knex';
 import type { ControlledTransaction, Kysely, Transaction } from 'kysely';
+import type { Pool as MysqlCallbackPool } from 'mysql2';
+import type { Pool as MysqlPool } from 'mysql2/promise';
 import type pg from 'pg';
 import type { DatabaseSync } from 'node:sqlite';
 import type postgres from 'postgres';
@@ -57,6 +62,8 @@ export async function drizzleTypes(
   pgDb: NodePgDatabase & { $client: pg.Pool },
   jsDb: PostgresJsDatabase & { $client: postgres.Sql },
   sqliteDb: BetterSQLite3Database & { $client: import('better-sqlite3').Database },
+  mysqlDb: MySql2Database & { $client: MysqlCallbackPool },
+  mysqlPromiseDb: MySql2Database & { $client: MysqlPool },
 ) {
   const onPostgres = new Outboxer({ database: drizzle(pgDb), outboxes });
   const pgTx = null as unknown as Parameters<Parameters<typeof pgDb.transaction>[0]>[0];
@@ -68,6 +75,15 @@ export async function drizzleTypes(
   const onPostgresJs = new Outboxer({ database: drizzle(jsDb), outboxes });
   await jsDb.transaction(async (tx) => onPostgresJs.publish(tx, 'orders', {}));
 
+  const onMysql = new Outboxer({ database: drizzle(mysqlDb), outboxes });
+  await mysqlDb.transaction(async (tx) => {
+    expectTypeOf(onMysql.publish(tx, 'orders', {})).toEqualTypeOf<Promise<number>>();
+  });
+  // @ts-expect-error the Drizzle MySQL database is not a transaction (it has no rollback())
+  await onMysql.publish(mysqlDb, 'orders', {});
+  const onMysqlPromisePool = new Outboxer({ database: drizzle(mysqlPromiseDb), outboxes });
+  await mysqlPromiseDb.transaction(async (tx) => onMysqlPromisePool.publish(tx, 'orders', {}));
+
   const onSqlite = new Outboxer({ database: drizzle(sqliteDb), outboxes });
   // Synchronous: the id itself, not a promise, inside a synchronous transaction.
   const id = sqliteDb.transaction((tx) => onSqlite.publish(tx, 'orders', {}));
@@ -76,6 +92,10 @@ export async function drizzleTypes(
   onSqlite.publish(sqliteDb, 'orders', {});
   // @ts-expect-error a SQLite transaction does not belong to a Postgres outboxer
   sqliteDb.transaction((tx) => onPostgres.publish(tx, 'orders', {}));
+  // @ts-expect-error nor to a MySQL one
+  sqliteDb.transaction((tx) => onMysql.publish(tx, 'orders', {}));
+  // @ts-expect-error a MySQL transaction does not belong to a SQLite outboxer
+  await mysqlDb.transaction(async (tx) => onSqlite.publish(tx, 'orders', {}));
 }
 
 export function nodeSqliteTypes(db: DatabaseSync) {
@@ -97,6 +117,9 @@ export async function prismaTypes(
   expectTypeOf(outboxer.publish(tx, 'orders', {})).toEqualTypeOf<Promise<number>>();
   // @ts-expect-error the PrismaClient is not an interactive transaction (it has $connect)
   await outboxer.publish(client, 'orders', {});
+  prisma(client, { dialect: 'mysql' });
+  // @ts-expect-error Prisma runs on Postgres and MySQL/MariaDB only
+  prisma(client, { dialect: 'sqlite' });
 }
 
 export async function knexTypes(db: Knex, trx: Knex.Transaction) {
@@ -116,6 +139,9 @@ export async function typeormTypes(dataSource: DataSource, manager: EntityManage
   await outboxer.publish(dataSource, 'orders', {});
   // dataSource.manager has the type of a transaction's manager: refused at run time instead.
   await outboxer.publish(dataSource.manager, 'orders', {});
+  typeorm(dataSource, { dialect: 'mysql' });
+  // @ts-expect-error TypeORM runs on Postgres and MySQL/MariaDB only
+  typeorm(dataSource, { dialect: 'sqlite' });
 }
 
 export async function mikroOrmTypes(orm: MikroORM, em: PostgresEntityManager, coreEm: CoreEntityManager) {
@@ -125,6 +151,23 @@ export async function mikroOrmTypes(orm: MikroORM, em: PostgresEntityManager, co
   await outboxer.publish(coreEm, 'orders', {});
   // @ts-expect-error the MikroORM instance is not an EntityManager
   await outboxer.publish(orm, 'orders', {});
+}
+
+export async function mikroOrmMysqlTypes(
+  orm: MySqlMikroORM,
+  em: MySqlEntityManager,
+  maria: MariaDbMikroORM,
+  mariaEm: MariaDbEntityManager,
+) {
+  const outboxer = new Outboxer({ database: mikroOrm(orm), outboxes });
+  expectTypeOf(outboxer.publish(em, 'orders', {})).toEqualTypeOf<Promise<number>>();
+  await orm.em.fork().transactional(async (e) => outboxer.publish(e, 'orders', {}));
+  // @ts-expect-error the MikroORM instance is not an EntityManager
+  await outboxer.publish(orm, 'orders', {});
+  const onMariaDb = new Outboxer({ database: mikroOrm(maria, { dialect: 'mysql' }), outboxes });
+  await onMariaDb.publish(mariaEm, 'orders', {});
+  // @ts-expect-error SQLite is not a dialect of the MikroORM adapter
+  mikroOrm(maria, { dialect: 'sqlite' });
 }
 
 export async function pgTypes(pool: pg.Pool, client: pg.PoolClient) {

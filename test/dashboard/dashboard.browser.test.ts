@@ -185,4 +185,52 @@ describe.each(fixtures)('the dashboard in Chromium on $name', ({ make }) => {
       await dashboard.close();
     }
   });
+
+  test('a message is opened by its id; a hidden page asks nothing until it is shown again', async () => {
+    const { outboxer } = relayedOutboxer(fixture, { orders: {} }, 'dash_find');
+    await outboxer.migrate();
+    const ids = await publishInTransaction(
+      fixture,
+      outboxer,
+      ['a', 'b', 'c'].map((n) => ({ outbox: 'orders', payload: { n }, groupKey: 'g' })),
+    );
+    const dashboard = await serveDashboard(outboxer, { refreshInterval: 500 });
+    const page = await browser.context.newPage();
+    const overviews: number[] = [];
+    page.on('request', (request) => {
+      if (request.url().includes('/api/overview')) overviews.push(Date.now());
+    });
+    try {
+      await page.goto(dashboard.url);
+      await page.fill('#find-id', String(ids[1]));
+      await page.press('#find-id', 'Enter');
+      await see.visible(page.locator('#detail'));
+      await see.text(page.locator('#detail-title'), `Message #${ids[1]}`);
+      await see.contains(page.locator('#detail-payload'), '"n": "b"');
+      await page.click('#detail-close');
+      await page.fill('#find-id', 'x');
+      await page.click('#open-id');
+      await see.contains(page.locator('#status'), 'A message id is a whole number.');
+
+      // Hidden (a background tab): the refresh in flight ends, then nothing is asked.
+      const setVisibility = (state: 'hidden' | 'visible') =>
+        page.evaluate((value) => {
+          // Runs in the page: its document (the test's tsconfig has no DOM types).
+          const page = (globalThis as unknown as { document: EventTarget }).document;
+          Object.defineProperty(page, 'visibilityState', { value, configurable: true });
+          page.dispatchEvent(new Event('visibilitychange'));
+        }, state);
+      await setVisibility('hidden');
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      const whileHidden = overviews.length;
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      expect(overviews.length, 'overview requests while hidden').toBe(whileHidden);
+      await setVisibility('visible');
+      await expect.poll(() => overviews.length, { timeout: 30_000 }).toBeGreaterThan(whileHidden);
+    } finally {
+      await page.close();
+      await outboxer.stop();
+      await dashboard.close();
+    }
+  });
 });

@@ -4,9 +4,8 @@
  * caller commits anyway), duplicates say so, expired ids are pruned, and bad input writes nothing.
  */
 import diagnostics from 'node:diagnostics_channel';
-import type Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Outboxer, isOutboxerError, type InboxMessage, type InboxOutcome } from 'outboxer';
+import { Outboxer, isOutboxerError, type InboxMessage } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import { betterSqlite3 } from 'outboxer/better-sqlite3';
 import {
@@ -16,62 +15,8 @@ import {
   sqliteFixture,
   type Fixture,
 } from '../support/databases.js';
+import { receive, type AnyOutboxer } from '../support/inbox.js';
 import { waitUntil } from '../support/random.js';
-
-type AnyOutboxer = Outboxer<never, boolean>;
-
-/** Handles `message` in a transaction whose effect inserts `effect` into `effects`; commits. */
-async function receive(
-  fixture: Fixture,
-  outboxer: AnyOutboxer,
-  message: InboxMessage,
-  effect: string,
-  options: { inbox?: string; fail?: boolean; swallow?: boolean; rollback?: boolean } = {},
-): Promise<InboxOutcome<string>> {
-  const inbox = outboxer.inbox(options.inbox ?? 'payments');
-  let outcome: InboxOutcome<string> | undefined;
-  const rollback = new Error('rolled back by the caller');
-  try {
-    if (fixture.kind === 'sqlite') {
-      await fixture.transaction((db: Database.Database) => {
-        const handle = () =>
-          (outcome = inbox.handle(db as never, message, () => {
-            db.prepare('INSERT INTO effects (effect) VALUES (?)').run(effect);
-            if (options.fail) throw new Error('handler failed');
-            return effect;
-          }) as unknown as InboxOutcome<string>);
-        if (options.swallow) {
-          try {
-            handle();
-          } catch {
-            // The caller goes on with its transaction and commits.
-          }
-        } else handle();
-        if (options.rollback) throw rollback;
-      });
-    } else {
-      // pg's client and mysql2's connection both take query(text, values).
-      const transaction = fixture.transaction as (
-        fn: (client: { query(text: string, values: unknown[]): Promise<unknown> }) => Promise<void>,
-      ) => Promise<void>;
-      const insert = `INSERT INTO effects (effect) VALUES (${fixture.kind === 'mysql' ? '?' : '$1'})`;
-      await transaction(async (client) => {
-        const handle = async () =>
-          (outcome = await (inbox.handle(client as never, message, async () => {
-            await client.query(insert, [effect]);
-            if (options.fail) throw new Error('handler failed');
-            return effect;
-          }) as unknown as Promise<InboxOutcome<string>>));
-        if (options.swallow) await handle().catch(() => undefined);
-        else await handle();
-        if (options.rollback) throw rollback;
-      });
-    }
-  } catch (error) {
-    if (error !== rollback) throw error;
-  }
-  return outcome!;
-}
 
 describe.each(fixtures)('the inbox on $name', ({ make }) => {
   let fixture: Fixture;

@@ -25,8 +25,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { mikroOrmMissing } from '../support/mikro-orm.js';
 import { nodeSqliteMissing } from '../support/node-sqlite.js';
-import { withScratchDatabase } from '../support/scratch-database.js';
+import { scratchDatabaseFor } from '../support/scratch-database.js';
 import {
   allDocs,
   embeddedExamples,
@@ -42,6 +43,7 @@ const run = promisify(execFile);
 const expectedOutput: Array<[RegExp, RegExp]> = [
   [/^examples\/quick-start\.ts$/, /delivered \{ orderId: 42 \}/],
   [/^examples\/inbox\.ts$/, /charges for order 42: 1/],
+  [/^examples\/inbox-order\.ts$/, /status of order 1: shipped/],
   // Each step once, though the first webhook was sent twice.
   [/^examples\/receivers\/webhook\.ts$/, /3 requests, order 1 steps: placed, paid/],
   [
@@ -55,6 +57,7 @@ const expectedOutput: Array<[RegExp, RegExp]> = [
   [/^examples\/operations\/prometheus\.ts$/, /outboxer_/],
   [/^examples\/operations\/runbook\.ts$/, /dead after/],
   [/^examples\/operations\/opentelemetry\.ts$/, /traceparent/],
+  [/^examples\/dashboard\//, /GET \S+: 200 text\/html/],
   [/\.test\.ts$/, /passed/],
 ];
 
@@ -132,9 +135,17 @@ async function pack(): Promise<string> {
 /** The scratch app: the tarball and every package some guide names, then one folder per guide. */
 async function install(tarball: string): Promise<void> {
   mkdirSync(app);
+  // The repository's overrides too: what a user of the same libraries does (TypeORM 1.1 still
+  // declares better-sqlite3 ^12 and ioredis ^5 as peers, which the current lines do not satisfy).
+  // A `$name` reference names the version installed here (the scratch app declares no dependencies).
+  const overrides = JSON.parse(
+    JSON.stringify(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')).overrides ?? {}),
+    (_key, value: unknown) =>
+      typeof value === 'string' && value.startsWith('$') ? versionOf(value.slice(1)) : value,
+  ) as unknown;
   writeFileSync(
     join(app, 'package.json'),
-    JSON.stringify({ name: 'scratch-app', private: true, type: 'module' }),
+    JSON.stringify({ name: 'scratch-app', private: true, type: 'module', overrides }),
   );
   const named = [...new Set(guides.flatMap((guide) => guide.packages))].filter((name) => name !== 'outboxer');
   // --ignore-scripts: the one native addon is copied below; nothing else needs its install script.
@@ -142,7 +153,8 @@ async function install(tarball: string): Promise<void> {
     ['install', '--ignore-scripts', '--prefer-offline', tarball, ...named.map((n) => `${n}@${versionOf(n)}`)],
     app,
   );
-  if (named.includes('better-sqlite3')) {
+  // better-sqlite3 13 loads the prebuilt binary in its package; an older line needs the one built here.
+  if (named.includes('better-sqlite3') && existsSync(join(root, 'node_modules/better-sqlite3/build'))) {
     cpSync(join(root, 'node_modules/better-sqlite3/build'), join(app, 'node_modules/better-sqlite3/build'), {
       recursive: true,
     });
@@ -212,9 +224,11 @@ test('every guide example type-checks against the packed package, strict', async
 }, 300_000);
 
 describe.each(examples)('$file ($guide.doc)', ({ guide, file }) => {
-  // node:sqlite's example needs the Node that has it (22.16+); CI runs this file on 24 and 22.
+  // node:sqlite's example needs the Node that has it (22.16+), MikroORM's the Node its engines
+  // field names (22.17+); CI runs this file on 24 and 22.
   const needsNodeSqlite = file.includes('node-sqlite') && nodeSqliteMissing !== undefined;
-  test.skipIf(needsNodeSqlite)(
+  const needsMikroOrm = file.includes('mikro-orm') && mikroOrmMissing !== undefined;
+  test.skipIf(needsNodeSqlite || needsMikroOrm)(
     'runs as written with only what the guide installs',
     async () => {
       const imported = packagesImportedBy(readFileSync(join(root, file), 'utf8'));
@@ -223,7 +237,9 @@ describe.each(examples)('$file ($guide.doc)', ({ guide, file }) => {
         'imported, not installed',
       ).toEqual([]);
 
-      await withScratchDatabase(async (url) => {
+      // A MySQL example (`kysely-mysql.ts`, `prisma/mysql/example.ts`) gets a MariaDB database of its
+      // own, every other a Postgres one.
+      await scratchDatabaseFor(file)(async (url) => {
         const command = file.endsWith('.test.ts')
           ? [join(guide.dir, 'node_modules/vitest/vitest.mjs'), 'run', file]
           : [join(root, 'node_modules/tsx/dist/cli.mjs'), file];

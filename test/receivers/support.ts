@@ -92,7 +92,7 @@ export async function inboxRows(fixture: PostgresFixture): Promise<number> {
 }
 
 export async function clear(fixture: PostgresFixture): Promise<void> {
-  await fixture.pool.query('TRUNCATE effects, outboxer_inbox');
+  await fixture.pool.query('TRUNCATE effects, outboxer_inbox, outboxer_inbox_groups');
 }
 
 /** `count` messages of the `orders` outbox, spread over `groups` groups (`order:0`, `order:1`…). */

@@ -292,6 +292,37 @@ describe('signatures (node:http)', () => {
     expect((await effects(fixture)).map((r) => r.message_id)).toEqual(['m-1']);
   });
 
+  test('a message that comes after a later one of its group is handled and reported to the handler', async () => {
+    const orders: unknown[] = [];
+    const receiver = webhookReceiver({
+      outboxer: consumer.outboxer,
+      inbox: 'orders',
+      secret,
+      transaction: (work) => runner.transaction(work),
+      handler: async (webhook, tx, order) => {
+        orders.push(order);
+        await recordEffect(tx, webhook.id, webhook.groupKey, webhook.body);
+      },
+    });
+    const request = (id: string) => {
+      const timestamp = now();
+      return new Request(mounted.url, {
+        method: 'POST',
+        headers: {
+          'outboxer-group-key': 'order:7',
+          'webhook-id': id,
+          'webhook-timestamp': String(timestamp),
+          'webhook-signature': signWebhook(secret, id, timestamp, body),
+        },
+        body,
+      });
+    };
+    expect((await receiver(request('20'))).status).toBe(204);
+    expect((await receiver(request('10'))).status).toBe(204); // handled, although late
+    expect(orders).toEqual([{ outOfOrder: false }, { outOfOrder: true, after: '20' }]);
+    expect((await effects(fixture)).map((r) => r.message_id)).toEqual(['20', '10']);
+  });
+
   test.each([
     [
       'a wrong secret',

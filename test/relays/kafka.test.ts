@@ -1,6 +1,7 @@
 /**
- * The relay contract against the real Kafka broker (127.0.0.1:9092), once per client library, plus
- * what a real network outage does to a send in flight.
+ * The relay contract against the real Kafka broker (127.0.0.1:9092), once per client library (each
+ * installed major of @platformatic/kafka, and kafkajs), plus what a real network outage does to a
+ * send in flight.
  *
  * Outages are per test, not global (the broker is shared with other test files): each producer
  * reaches Kafka through its own small TCP proxy on a random port, and the test cuts and restores that
@@ -12,15 +13,23 @@
  */
 import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Producer } from '@platformatic/kafka';
 import { Kafka, logLevel } from 'kafkajs';
 import { isOutboxerError, OutboxerError, PermanentError, SKIPPED, type Relay } from 'outboxer';
 import { kafkajsProducer, kafkaRelay, platformaticProducer, type KafkaClientAdapter } from 'outboxer/kafka';
 import { deliverBatch, makeContext, makeEnvelope } from '../support/envelopes.js';
 import { tcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { relayContract, waitFor, type Received } from './contract.js';
-import { BROKER, randomName, readTopics, topicAdmin, type ReadRecord } from './kafka-support.js';
+import {
+  BROKER,
+  randomName,
+  readTopics,
+  runnableLines,
+  skipUnsupportedLines,
+  topicAdmin,
+  type ReadRecord,
+} from './kafka-support.js';
 
+skipUnsupportedLines('the Kafka relay contract, outage and SASL tests');
 const { admin, createTopic } = topicAdmin();
 
 /** How many records the topic holds: the sum of its partitions' end offsets. */
@@ -62,16 +71,21 @@ function kafkajsClient(kafka: Kafka): ClientUnderTest {
 }
 
 const clients: Record<string, (proxy?: TcpProxy) => ClientUnderTest> = {
-  '@platformatic/kafka': (proxy) => {
-    const bootstrap = proxy === undefined ? `${BROKER.host}:${BROKER.port}` : `${BROKER.host}:${proxy.port}`;
-    const producer = new Producer({
-      clientId: randomName('outboxer-test'),
-      bootstrapBrokers: [bootstrap],
-      idempotent: true,
-    });
-    if (proxy !== undefined) routeThrough(producer, proxy.port);
-    return { adapter: platformaticProducer(producer), close: () => producer.close() };
-  },
+  ...Object.fromEntries(
+    runnableLines.map(({ name, kafka }) => [
+      name,
+      (proxy?: TcpProxy) => {
+        const port = proxy?.port ?? BROKER.port;
+        const producer = new kafka.Producer({
+          clientId: randomName('outboxer-test'),
+          bootstrapBrokers: [`${BROKER.host}:${port}`],
+          idempotent: true,
+        });
+        if (proxy !== undefined) routeThrough(producer, proxy.port);
+        return { adapter: platformaticProducer(producer), close: () => producer.close() };
+      },
+    ]),
+  ),
   kafkajs: (proxy) => {
     const kafka = new Kafka({
       clientId: randomName('outboxer-test'),
@@ -87,9 +101,9 @@ const clients: Record<string, (proxy?: TcpProxy) => ClientUnderTest> = {
 };
 
 /** Makes a @platformatic/kafka client open every broker connection through the proxy. */
-function routeThrough(producer: Producer, port: number): void {
+function routeThrough(producer: { connections: unknown }, port: number): void {
   type Broker = { host: string; port: number };
-  const pool = producer.connections as unknown as {
+  const pool = producer.connections as {
     get(broker: Broker, callback?: unknown): unknown;
     getFirstAvailable(brokers: Broker[], callback?: unknown): unknown;
   };
@@ -100,15 +114,18 @@ function routeThrough(producer: Producer, port: number): void {
   pool.getFirstAvailable = (brokers, callback) => getFirstAvailable(brokers.map(viaProxy), callback);
 }
 
-/** How each client behaves where the contract lets clients differ. */
-const traits: Record<string, { holdsSends: boolean; missingTopic: RegExp }> = {
+/** How @platformatic/kafka behaves where the contract lets clients differ (both majors alike). */
+const platformaticTraits = {
   // Keeps retrying a send while the broker is unreachable: the batch waits, nothing fails meanwhile.
   // An unknown topic is retried too, until the relay's metadataTimeout.
-  '@platformatic/kafka': {
-    holdsSends: true,
-    missingTopic:
-      /^RELAY_MISCONFIGURED: Kafka relay "kafka": Kafka did not return metadata for topic "outboxer-missing-\w+" within 3000 ms through @platformatic\/kafka: the topic probably does not exist/,
-  },
+  holdsSends: true,
+  missingTopic:
+    /^RELAY_MISCONFIGURED: Kafka relay "kafka": Kafka did not return metadata for topic "outboxer-missing-\w+" within 3000 ms through @platformatic\/kafka: the topic probably does not exist/,
+};
+
+/** How each client behaves where the contract lets clients differ. */
+const traits: Record<string, { holdsSends: boolean; missingTopic: RegExp }> = {
+  ...Object.fromEntries(runnableLines.map(({ name }) => [name, platformaticTraits])),
   kafkajs: {
     holdsSends: false,
     missingTopic:
@@ -299,15 +316,20 @@ const NO_SASL =
 
 /** A client of the SASL listener that logs in as the test user with `password`. */
 const saslClients: Record<string, (password: string) => ClientUnderTest> = {
-  '@platformatic/kafka': (password) => {
-    const producer = new Producer({
-      clientId: randomName('outboxer-test'),
-      bootstrapBrokers: [`${SASL.host}:${SASL.port}`],
-      idempotent: true,
-      sasl: { mechanism: 'PLAIN', username: SASL.username, password },
-    });
-    return { adapter: platformaticProducer(producer), close: () => producer.close() };
-  },
+  ...Object.fromEntries(
+    runnableLines.map(({ name, kafka }) => [
+      name,
+      (password: string) => {
+        const producer = new kafka.Producer({
+          clientId: randomName('outboxer-test'),
+          bootstrapBrokers: [`${SASL.host}:${SASL.port}`],
+          idempotent: true,
+          sasl: { mechanism: 'PLAIN', username: SASL.username, password },
+        });
+        return { adapter: platformaticProducer(producer), close: () => producer.close() };
+      },
+    ]),
+  ),
   kafkajs: (password) => {
     const kafka = new Kafka({
       clientId: randomName('outboxer-test'),

@@ -9,6 +9,7 @@
  * client.
  */
 import { Redis } from 'ioredis';
+import { Redis as RedisV5 } from 'ioredis-v5';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { SKIPPED, type DeliveryOutcome } from 'outboxer';
 import { redisStreamsRelay } from 'outboxer/redis-streams';
@@ -18,9 +19,15 @@ import { relayContract, waitFor, type Destination, type Received } from './contr
 
 const random = () => Math.random().toString(36).slice(2, 10);
 
+/** The current ioredis line, and the older one kept beside it: the relay takes either client. */
+const ioredisLines = [
+  { Client: Redis, version: '6' },
+  { Client: RedisV5 as unknown as typeof Redis, version: '5' },
+] as const;
+
 /** An ioredis client through the proxy that retries every 100 ms (quicker than its default, for tests). */
-function proxiedClient(port: number): Redis {
-  const client = new Redis({ host: '127.0.0.1', port, retryStrategy: () => 100 });
+function proxiedClient(Client: typeof Redis, port: number): Redis {
+  const client = new Client({ host: '127.0.0.1', port, retryStrategy: () => 100 });
   client.on('error', () => undefined); // reconnection errors during an outage are expected
   return client;
 }
@@ -44,107 +51,107 @@ async function readStream(key: string): Promise<Received[]> {
   });
 }
 
-relayContract({
-  name: 'redis-streams',
-  keepsOrder: true,
-  // No deduplication id at the destination: consumers deduplicate on the `id` field.
-  dedupesById: false,
-  // No refusal hook: Redis takes any XADD to a stream key (no size limit short of proto-max-bulk-len,
-  // 512 MB; a key of another type is the misconfiguration above, retried until it is fixed).
-  outboxOptions: { partitions: 2 },
-  async destination(): Promise<Destination> {
-    const key = `outboxer:test:${random()}`;
-    const proxy = await tcpProxy(6379);
-    const client = proxiedClient(proxy.port);
-    return {
-      relay: redisStreamsRelay({ redis: client, stream: key, timeout: 1000 }),
-      received: () => readStream(key),
-      outage: { begin: proxy.cut, end: proxy.restore },
-      async teardown() {
+const envelope = (id: number, groupKey: string | null) => makeEnvelope({ id, groupKey });
+
+for (const { Client, version } of ioredisLines) {
+  relayContract({
+    name: `redis-streams (ioredis ${version})`,
+    keepsOrder: true,
+    // No deduplication id at the destination: consumers deduplicate on the `id` field.
+    dedupesById: false,
+    // No refusal hook: Redis takes any XADD to a stream key (no size limit short of proto-max-bulk-len,
+    // 512 MB; a key of another type is the misconfiguration above, retried until it is fixed).
+    outboxOptions: { partitions: 2 },
+    async destination(): Promise<Destination> {
+      const key = `outboxer:test:${random()}`;
+      const proxy = await tcpProxy(6379);
+      const client = proxiedClient(Client, proxy.port);
+      return {
+        relay: redisStreamsRelay({ redis: client, stream: key, timeout: 1000 }),
+        received: () => readStream(key),
+        outage: { begin: proxy.cut, end: proxy.restore },
+        async teardown() {
+          client.disconnect();
+          await proxy.cut();
+          await redis.del(key);
+        },
+      };
+    },
+    async misconfigured() {
+      // The stream key already holds a string: XADD would fail with WRONGTYPE, and start() says so.
+      const key = `outboxer:test:${random()}`;
+      await redis.set(key, 'not a stream');
+      return {
+        relay: redisStreamsRelay({ redis, stream: key }),
+        error:
+          /^RELAY_MISCONFIGURED: The Redis key "outboxer:test:\w+" holds a string, not a stream: XADD would fail with WRONGTYPE/,
+        teardown: async () => void (await redis.del(key)),
+      };
+    },
+  });
+
+  describe(`redis-streams relay recovery (ioredis ${version})`, () => {
+    test('fails at once while ioredis reconnects (nothing piles up in its offline queue), and delivers once it is back', async () => {
+      const key = `outboxer:test:${random()}`;
+      const proxy = await tcpProxy(6379);
+      const client = proxiedClient(Client, proxy.port);
+      const relay = redisStreamsRelay({ redis: client, stream: key, timeout: 1000 });
+      try {
+        await relay.start!();
+        expect(await relay.deliver([envelope(1, 'a')], makeContext())).toEqual([{ ok: true }]);
+        await proxy.cut();
+        await waitFor(() => client.status === 'reconnecting', 5000, 'ioredis to notice the outage');
+        for (let retry = 0; retry < 3; retry += 1) {
+          const during = (await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], makeContext())) as Array<
+            DeliveryOutcome & { error?: Error }
+          >;
+          expect(String(during[0]!.error?.message)).toMatch(
+            /Redis is unreachable \(the ioredis client is reconnecting\)/,
+          );
+          expect(during[1]).toEqual({ ok: false, error: SKIPPED });
+        }
+        await proxy.restore();
+        await waitFor(() => client.status === 'ready', 5000, 'ioredis to reconnect');
+        expect(await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], makeContext())).toEqual([
+          { ok: true },
+          { ok: true },
+        ]);
+        // The failed attempts left no copies behind.
+        expect((await readStream(key)).map((m) => m.id)).toEqual([1, 2, 3]);
+      } finally {
         client.disconnect();
         await proxy.cut();
         await redis.del(key);
-      },
-    };
-  },
-  async misconfigured() {
-    // The stream key already holds a string: XADD would fail with WRONGTYPE, and start() says so.
-    const key = `outboxer:test:${random()}`;
-    await redis.set(key, 'not a stream');
-    return {
-      relay: redisStreamsRelay({ redis, stream: key }),
-      error:
-        /^RELAY_MISCONFIGURED: The Redis key "outboxer:test:\w+" holds a string, not a stream: XADD would fail with WRONGTYPE/,
-      teardown: async () => void (await redis.del(key)),
-    };
-  },
-});
+      }
+    });
 
-const envelope = (id: number, groupKey: string | null) => makeEnvelope({ id, groupKey });
-
-describe('redis-streams relay recovery', () => {
-  test('fails at once while ioredis reconnects (nothing piles up in its offline queue), and delivers once it is back', async () => {
-    const key = `outboxer:test:${random()}`;
-    const proxy = await tcpProxy(6379);
-    const client = proxiedClient(proxy.port);
-    const relay = redisStreamsRelay({ redis: client, stream: key, timeout: 1000 });
-    try {
-      await relay.start!();
-      expect(await relay.deliver([envelope(1, 'a')], makeContext())).toEqual([{ ok: true }]);
+    test('a pipeline whose replies do not come within the timeout fails; ioredis may still run it later', async () => {
+      const key = `outboxer:test:${random()}`;
+      // A client that never connects (nothing listens on the port) queues commands until the timeout.
+      const proxy = await tcpProxy(6379);
       await proxy.cut();
-      await waitFor(() => client.status === 'reconnecting', 5000, 'ioredis to notice the outage');
-      for (let retry = 0; retry < 3; retry += 1) {
-        const started = Date.now();
-        const during = (await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], makeContext())) as Array<
+      const client = new Client({
+        host: '127.0.0.1',
+        port: proxy.port,
+        lazyConnect: true,
+        retryStrategy: () => 100,
+      });
+      client.on('error', () => undefined);
+      const relay = redisStreamsRelay({ redis: client, stream: key, timeout: 300, checkStream: false });
+      try {
+        const [outcome] = (await relay.deliver([envelope(1, 'a')], makeContext())) as Array<
           DeliveryOutcome & { error?: Error }
         >;
-        expect(Date.now() - started).toBeLessThan(500);
-        expect(String(during[0]!.error?.message)).toMatch(
-          /Redis is unreachable \(the ioredis client is reconnecting\)/,
-        );
-        expect(during[1]).toEqual({ ok: false, error: SKIPPED });
+        expect(String(outcome!.error?.message)).toMatch(/took longer than 300 ms/);
+        // Once Redis is reachable, ioredis runs what it had queued: the "failed" message is added
+        // after all (and will be added again by the retry: consumers deduplicate on the id field).
+        await proxy.restore();
+        await waitFor(async () => (await redis.xlen(key)) === 1, 5000, 'the queued XADD to run');
+      } finally {
+        client.disconnect();
+        await proxy.cut();
+        await redis.del(key);
       }
-      await proxy.restore();
-      await waitFor(() => client.status === 'ready', 5000, 'ioredis to reconnect');
-      expect(await relay.deliver([envelope(2, 'a'), envelope(3, 'a')], makeContext())).toEqual([
-        { ok: true },
-        { ok: true },
-      ]);
-      // The failed attempts left no copies behind.
-      expect((await readStream(key)).map((m) => m.id)).toEqual([1, 2, 3]);
-    } finally {
-      client.disconnect();
-      await proxy.cut();
-      await redis.del(key);
-    }
-  });
-
-  test('a pipeline whose replies do not come within the timeout fails; ioredis may still run it later', async () => {
-    const key = `outboxer:test:${random()}`;
-    // A client that never connects (nothing listens on the port) queues commands until the timeout.
-    const proxy = await tcpProxy(6379);
-    await proxy.cut();
-    const client = new Redis({
-      host: '127.0.0.1',
-      port: proxy.port,
-      lazyConnect: true,
-      retryStrategy: () => 100,
     });
-    client.on('error', () => undefined);
-    const relay = redisStreamsRelay({ redis: client, stream: key, timeout: 300, checkStream: false });
-    try {
-      const [outcome] = (await relay.deliver([envelope(1, 'a')], makeContext())) as Array<
-        DeliveryOutcome & { error?: Error }
-      >;
-      expect(String(outcome!.error?.message)).toMatch(/took longer than 300 ms/);
-      // Once Redis is reachable, ioredis runs what it had queued: the "failed" message is added
-      // after all (and will be added again by the retry: consumers deduplicate on the id field).
-      await proxy.restore();
-      await waitFor(async () => (await redis.xlen(key)) === 1, 5000, 'the queued XADD to run');
-    } finally {
-      client.disconnect();
-      await proxy.cut();
-      await redis.del(key);
-    }
   });
-});
+}

@@ -256,7 +256,7 @@ const pgBossOptions = resolvePgBossOptions({
 });
 const pgBoss: Probe = {
   name: 'pg-boss',
-  send: (envelope) => entries((pgBossOptions.build(envelope, 'events').data as { headers: Headers }).headers),
+  send: (envelope) => entries((pgBossOptions.build(envelope).data as { headers: Headers }).headers),
 };
 
 /** The NATS relay over a JetStream client that records what it was asked to publish. */

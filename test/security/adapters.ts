@@ -45,7 +45,7 @@ export interface Harness {
   readonly kind: Target['kind'];
   /**
    * The library writes the values into the statement's text itself, quoted by pg's escapeLiteral,
-   * instead of binding them (MikroORM 6's `connection.execute`; docs/adapters/mikro-orm.md).
+   * instead of binding them (MikroORM's `connection.execute`; docs/adapters/mikro-orm.md).
    */
   readonly inlinesValues?: boolean;
   open(target: Target): Promise<Opened>;
@@ -230,7 +230,8 @@ export const HARNESSES: Harness[] = [
         entities: [],
         discovery: { warnWhenNoEntities: false },
         pool: { min: 0, max: 2 },
-        driverOptions: { connection: { options: `-c search_path=${schema}` } },
+        // MikroORM 7 hands driverOptions to pg's Pool.
+        driverOptions: { options: `-c search_path=${schema}` },
       });
       return {
         database: as(mikroOrm(orm)),

@@ -1,10 +1,13 @@
 /**
- * A Postgres database of its own for one run of an example: the examples create the same tables
- * (`orders`, `outboxer_messages`…) in their database's default schema, and test files run in
- * parallel. It is created on the server of DATABASE_URL and dropped afterwards, connections and all.
+ * A Postgres database of its own for one run of an example (a MariaDB one for a MySQL example):
+ * the examples create the same tables (`orders`, `outboxer_messages`…) in their database's default
+ * schema, and test files run in parallel. It is created on the server of DATABASE_URL (MariaDB's:
+ * OUTBOXER_TEST_MARIADB_URL) and dropped afterwards, connections and all.
  */
 import { randomBytes } from 'node:crypto';
+import mysql from 'mysql2/promise';
 import pg from 'pg';
+import { MARIADB_URL } from './databases.js';
 
 const defaultUrl = process.env.DATABASE_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -43,4 +46,32 @@ async function onDefaultDatabase(work: (client: pg.Client) => Promise<unknown>):
   } finally {
     await client.end();
   }
+}
+
+/**
+ * Runs `run` with the URL of a new, empty MySQL/MariaDB database (utf8mb4 with a binary collation,
+ * as outboxer's tables are) on the server of OUTBOXER_TEST_MARIADB_URL, then drops it (even when
+ * `run` throws): the MySQL examples' counterpart of {@link withScratchDatabase}.
+ */
+export async function withScratchMysqlDatabase<T>(run: (url: string) => Promise<T>): Promise<T> {
+  const name = `outboxer_scratch_${process.pid}_${randomBytes(4).toString('hex')}`;
+  const admin = await mysql.createConnection({ uri: MARIADB_URL });
+  try {
+    await admin.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin`);
+    const url = new URL(MARIADB_URL);
+    url.pathname = `/${name}`;
+    return await run(url.href);
+  } finally {
+    await admin.query(`DROP DATABASE IF EXISTS \`${name}\``);
+    await admin.end();
+  }
+}
+
+/**
+ * The scratch database an example runs in, from its path: a MySQL one for a MySQL example (its
+ * name or folder says `mysql`: `kysely-mysql.ts`, `prisma/mysql/example.ts`), a Postgres one
+ * otherwise.
+ */
+export function scratchDatabaseFor(file: string): <T>(run: (url: string) => Promise<T>) => Promise<T> {
+  return /mysql/.test(file) ? withScratchMysqlDatabase : withScratchDatabase;
 }

@@ -1,7 +1,9 @@
-import type { DatabaseAdapter, Row, SqlQuery } from '../../core/database.js';
+import type { DatabaseAdapter, Dialect, Row, SqlQuery } from '../../core/database.js';
 import { OutboxerError } from '../../core/errors.js';
 import { invalidOption } from '../../core/options.js';
+import { mysqlDialect } from '../../dialects/mysql/mysql-dialect.js';
 import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
+import { ENGINE_ISOLATION_LEVEL, mysqlRows, mysqlRowsInTransaction } from '../shared/mysql-results.js';
 import { toQuestionMarks } from '../shared/placeholders.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { timestampsAsDates } from '../shared/timestamps.js';
@@ -23,19 +25,30 @@ export interface KnexTransaction extends KnexRaw {
   readonly isTransaction?: boolean;
 }
 
-/** The part of a `Knex` instance (on the `pg` client) outboxer uses. */
+/** The part of a `Knex` instance (on the `pg` or the `mysql2` client) outboxer uses. */
 export interface KnexLike extends KnexRaw {
-  transaction<T>(fn: (trx: KnexTransaction) => Promise<T>): PromiseLike<T>;
-  readonly client: { readonly dialect?: string };
+  transaction<T>(
+    fn: (trx: KnexTransaction) => Promise<T>,
+    config?: { isolationLevel?: typeof ENGINE_ISOLATION_LEVEL },
+  ): PromiseLike<T>;
+  /** `dialect` is `postgresql` for the `pg` client, `mysql` for `mysql` and `mysql2`. */
+  readonly client: { readonly dialect?: string; readonly driverName?: string };
 }
 
+/** How a publish on Knex is opened, for the errors' messages. */
+const USAGE = 'Publish with the trx of knex.transaction(async (trx) => ...)';
+
 /**
- * The Knex adapter (Postgres, on the `pg` client). Publish with the `trx` of
- * `knex.transaction(async (trx) => …)`. outboxer's `$n` placeholders are rewritten as Knex's `?`
- * (values repeated and reordered to match), and every other `?` is escaped as `\?`.
+ * The Knex adapter, on PostgreSQL (client `pg`) or on MySQL 8 and MariaDB (client `mysql2`).
+ * Publish with the `trx` of `knex.transaction(async (trx) => …)`. On Postgres, outboxer's `$n`
+ * placeholders are rewritten as Knex's `?` (values repeated and reordered to match), and every
+ * other `?` is escaped as `\?`; the MySQL dialect's statements already bind `?` and hold no other.
  *
- * The relay side runs on the Knex instance's pool. Knex has no LISTEN: with `notify: true`, pass
- * `notifications: nodePostgres(pool)` or relays find new messages by polling.
+ * The relay side runs on the Knex instance's pool. Knex has no LISTEN: with `notify: true` on
+ * Postgres, pass `notifications: nodePostgres(pool)` or relays find new messages by polling. On
+ * MySQL relays poll, and the relay's transactions run at READ COMMITTED (Knex's `isolationLevel`).
+ * Each statement of a publish on MySQL reads the server status of mysql2's reply: a `trx` whose
+ * transaction the server ended (rolled back after a deadlock) is refused with `NOT_IN_TRANSACTION`.
  *
  * @example
  * import createKnex from 'knex';
@@ -52,15 +65,9 @@ export function knex(db: KnexLike, options?: DataLayerOptions): DatabaseAdapter<
     throw invalidOption('knex', 'a Knex instance', db);
   if (typeof db.raw !== 'function' || typeof db.transaction !== 'function')
     throw invalidOption('knex', 'a Knex instance', db);
-  const dialect = db.client?.dialect;
-  if (dialect !== undefined && dialect !== 'postgresql') {
-    throw new OutboxerError(
-      'DATABASE_UNSUPPORTED',
-      `knex(db): outboxer supports Knex on PostgreSQL (client "pg"); this instance uses ${dialect}.`,
-    );
-  }
+  const dialect = knexDialect(db);
   return {
-    dialect: postgresDialect,
+    dialect,
     sync: false,
     executeInTransaction(tx, query) {
       if (
@@ -84,26 +91,63 @@ export function knex(db: KnexLike, options?: DataLayerOptions): DatabaseAdapter<
           'publish() was given a Knex transaction that was already committed or rolled back.',
         );
       }
-      return explainingFailedTransaction(run(tx, query));
+      if (dialect === mysqlDialect)
+        return runMysql(tx, query).then((result) => mysqlRowsInTransaction(result, USAGE));
+      return explainingFailedTransaction(runPostgres(tx, query));
     },
-    ...resolveRelaySide('knex', postgresDialect, knexRelaySide(db), options),
+    ...resolveRelaySide('knex', dialect, knexRelaySide(db, dialect), options),
   };
 }
 
-/** The relay side on a Knex instance's pool: statements on their own, or in one transaction. */
-export function knexRelaySide(db: Pick<KnexLike, 'raw' | 'transaction'>): EngineSide {
+/** The database of a Knex instance, from its client; a client outboxer does not support is refused. */
+function knexDialect(db: KnexLike): Dialect {
+  const { dialect, driverName } = db.client ?? {};
+  if (dialect === undefined || dialect === 'postgresql') return postgresDialect;
+  if (dialect === 'mysql' && driverName === 'mysql2') return mysqlDialect;
+  const uses = dialect === 'mysql' ? `client "${driverName}" (use client "mysql2")` : dialect;
+  throw new OutboxerError(
+    'DATABASE_UNSUPPORTED',
+    `knex(db): outboxer supports Knex on PostgreSQL (client "pg") and on MySQL or MariaDB (client "mysql2"); this instance uses ${uses}.`,
+  );
+}
+
+/**
+ * The relay side on a Knex instance's pool: statements on their own, or in one transaction (on
+ * MySQL at READ COMMITTED, see ENGINE_ISOLATION_LEVEL).
+ */
+export function knexRelaySide(
+  db: Pick<KnexLike, 'raw' | 'transaction'>,
+  dialect: Dialect = postgresDialect,
+): EngineSide {
+  const mysql = dialect === mysqlDialect;
+  const run = mysql
+    ? async (on: KnexRaw, query: SqlQuery) => mysqlRows(await runMysql(on, query))
+    : runPostgres;
   return {
     execute: (query) => run(db, query),
     executeAtomically: async (queries) =>
-      db.transaction(async (trx) => {
-        const results: Row[][] = [];
-        for (const query of queries) results.push(await run(trx, query));
-        return results;
-      }),
+      db.transaction(
+        async (trx) => {
+          const results: Row[][] = [];
+          for (const query of queries) results.push(await run(trx, query));
+          return results;
+        },
+        mysql ? { isolationLevel: ENGINE_ISOLATION_LEVEL } : undefined,
+      ),
   };
 }
 
-async function run(db: KnexRaw, query: SqlQuery): Promise<Row[]> {
+/**
+ * A MySQL statement through `knex.raw`, which resolves with what mysql2 does: `[rows, fields]` for
+ * a statement that returns rows, `[resultHeader, undefined]` for any other. The text goes as it
+ * is: its only question marks are its placeholders (test/adapters/mysql-statements.test.ts).
+ */
+async function runMysql(db: KnexRaw, query: SqlQuery): Promise<unknown> {
+  const response = (await db.raw(query.text, [...query.values])) as [unknown, unknown];
+  return response[0];
+}
+
+async function runPostgres(db: KnexRaw, query: SqlQuery): Promise<Row[]> {
   const { text, values } = toQuestionMarks(query, { escapeLiterals: true });
   const result = (await db.raw(text, withArrayLiterals(values))) as {
     rows?: Row[];

@@ -1,5 +1,5 @@
 /**
- * `outboxer/mikro-orm`: PostgreSQL through MikroORM 6.
+ * `outboxer/mikro-orm`: PostgreSQL, MySQL and MariaDB through MikroORM 7.
  * @packageDocumentation
  */
 export {
@@ -7,6 +7,9 @@ export {
   type MikroOrmConnection,
   type MikroOrmEntityManager,
   type MikroOrmLike,
+  type MikroOrmOptions,
 } from './mikro-orm.js';
+export type { MikroOrmNativeConnection } from './mikro-orm-relay-side.js';
 export type { DataLayerOptions } from '../shared/engine-side.js';
 export { postgresSchemaSql } from '../../dialects/postgres/schema-sql.js';
+export { mysqlSchemaSql } from '../../dialects/mysql/schema-sql.js';

@@ -1,10 +1,7 @@
 import type { DatabaseAdapter, Row, SqlQuery } from '../../core/database.js';
 import { OutboxerError } from '../../core/errors.js';
 import { mysqlDialect } from '../../dialects/mysql/mysql-dialect.js';
-
-/** `SERVER_STATUS_IN_TRANS` and `SERVER_STATUS_AUTOCOMMIT` of the protocol's OK packet. */
-const IN_TRANSACTION = 0x0001;
-const AUTOCOMMIT = 0x0002;
+import { ENGINE_ISOLATION_LEVEL, mysqlRows, mysqlRowsInTransaction } from '../shared/mysql-results.js';
 
 /** What mysql2's promise API resolves a query with: rows (a SELECT) or a result header, and fields. */
 type QueryResult = [unknown, unknown];
@@ -78,7 +75,7 @@ export function mysql2(
     async executeInTransaction(tx, query) {
       assertConnection(tx);
       const [result] = await tx.query(query.text, [...query.values]);
-      return rowsOrCheckTransaction(result);
+      return mysqlRowsInTransaction(result, 'Call await conn.beginTransaction() first');
     },
     execute: engine.execute,
     executeAtomically: engine.executeAtomically,
@@ -100,34 +97,11 @@ function assertConnection(tx: Mysql2TransactionConnection): void {
   }
 }
 
-/**
- * The rows of a SELECT; for any other statement, its result header, whose server status says
- * whether a transaction is open. The dialect's publish starts with a statement that writes nothing
- * (`SET`), so a connection outside a transaction is refused before anything is written (with
- * autocommit off, every statement is inside one). This also catches a transaction InnoDB rolled
- * back on a deadlock: the statements after it would otherwise autocommit.
- */
-function rowsOrCheckTransaction(result: unknown): Row[] {
-  if (Array.isArray(result)) return result as Row[];
-  const status = (result as { serverStatus?: unknown } | null)?.serverStatus;
-  if (typeof status === 'number' && (status & IN_TRANSACTION) === 0 && (status & AUTOCOMMIT) !== 0) {
-    throw new OutboxerError(
-      'NOT_IN_TRANSACTION',
-      'publish() was given a mysql2 connection that is not inside a transaction (or whose transaction the server rolled back, after a deadlock). Call await conn.beginTransaction() first, so the message commits with your change; after a deadlock, retry the transaction from the start.',
-    );
-  }
-  return [];
-}
-
-function rowsOf(result: unknown): Row[] {
-  return Array.isArray(result) ? (result as Row[]) : [];
-}
-
 type EngineSide = Pick<DatabaseAdapter, 'execute' | 'executeAtomically'>;
 
 function pooled(pool: Mysql2PoolLike): EngineSide {
   return {
-    execute: async (query) => rowsOf((await pool.query(query.text, [...query.values]))[0]),
+    execute: async (query) => mysqlRows((await pool.query(query.text, [...query.values]))[0]),
     executeAtomically: async (queries) => {
       const connection = await pool.getConnection();
       let broken = false;
@@ -155,29 +129,22 @@ function onOneConnection(connection: Mysql2ConnectionLike): EngineSide {
   };
   return {
     execute: (query) =>
-      serial(async () => rowsOf((await connection.query(query.text, [...query.values]))[0])),
+      serial(async () => mysqlRows((await connection.query(query.text, [...query.values]))[0])),
     executeAtomically: (queries) => serial(() => inTransaction(connection, queries)),
   };
 }
 
-/**
- * The engine's transactions run at READ COMMITTED, whatever the server's default: InnoDB then
- * locks the rows a statement changes or locks on purpose, without the gaps between index entries
- * that REPEATABLE READ's searches also lock, which would make a publisher inserting into such a gap
- * wait for a settle, or deadlock with it. The dialect's statements are written to agree under
- * READ COMMITTED (each change locks its rows before it tallies them: see dialects/mysql/shared.ts).
- * `SET TRANSACTION` applies to the next transaction only, so the connection keeps its own level.
- */
+/** The engine's transactions, at READ COMMITTED (see {@link ENGINE_ISOLATION_LEVEL}). */
 async function inTransaction(
   connection: Mysql2ConnectionLike,
   queries: readonly SqlQuery[],
 ): Promise<Row[][]> {
-  await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+  await connection.query(`SET TRANSACTION ISOLATION LEVEL ${ENGINE_ISOLATION_LEVEL}`);
   await connection.beginTransaction();
   try {
     const results: Row[][] = [];
     for (const query of queries)
-      results.push(rowsOf((await connection.query(query.text, [...query.values]))[0]));
+      results.push(mysqlRows((await connection.query(query.text, [...query.values]))[0]));
     await connection.commit();
     return results;
   } catch (error) {

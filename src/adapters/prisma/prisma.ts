@@ -1,10 +1,14 @@
-import type { DatabaseAdapter, Row, SqlQuery } from '../../core/database.js';
+import type { DatabaseAdapter, Dialect, Row, SqlQuery } from '../../core/database.js';
 import { OutboxerError } from '../../core/errors.js';
 import { invalidOption } from '../../core/options.js';
+import { mysqlDialect } from '../../dialects/mysql/mysql-dialect.js';
 import { postgresDialect } from '../../dialects/postgres/postgres-dialect.js';
 import { withArrayLiterals } from '../shared/postgres-values.js';
 import { resolveRelaySide, type DataLayerOptions, type EngineSide } from '../shared/engine-side.js';
 import { explainingFailedTransaction } from '../shared/failed-transaction.js';
+import { checkTransactionWithSavepoint } from '../shared/mysql-results.js';
+import { chooseOrmDialect, type OrmDialectName } from '../shared/choose-dialect.js';
+import { plainMysqlRows } from './mysql-values.js';
 
 interface PrismaRawQueries {
   $queryRawUnsafe(query: string, ...values: never[]): PromiseLike<unknown>;
@@ -19,12 +23,12 @@ export interface PrismaTransactionClient extends PrismaRawQueries {
   readonly $connect?: never;
 }
 
-/** The part of a `PrismaClient` (Prisma 7, with a Postgres driver adapter) outboxer uses. */
+/** The part of a `PrismaClient` (Prisma 7, with a Postgres or MySQL driver adapter) outboxer uses. */
 export interface PrismaClientLike extends PrismaRawQueries {
   $connect(): PromiseLike<void>;
   $transaction<T>(
     fn: (tx: PrismaTransactionClient) => PromiseLike<T>,
-    options?: { maxWait?: number; timeout?: number },
+    options?: { maxWait?: number; timeout?: number; isolationLevel?: 'ReadCommitted' },
   ): PromiseLike<T>;
 }
 
@@ -36,7 +40,20 @@ export interface PrismaOptions extends DataLayerOptions {
    * `{ maxWait: 10000, timeout: 60000 }`.
    */
   transactionOptions?: { maxWait?: number; timeout?: number };
+  /**
+   * The database behind the client: `'postgres'` (`@prisma/adapter-pg`), or `'mysql'` for MySQL 8
+   * and MariaDB 10.6+ (`@prisma/adapter-mariadb`). Default: the provider the client was generated
+   * for (`postgresql`; `mysql`). When both are known they must agree.
+   */
+  dialect?: 'postgres' | 'mysql';
 }
+
+/** The providers outboxer runs on, and the dialect of each. */
+const DIALECT_OF_PROVIDER = new Map<string, OrmDialectName>([
+  ['postgresql', 'postgres'],
+  ['postgres', 'postgres'],
+  ['mysql', 'mysql'],
+]);
 
 /**
  * Statements whose rows nobody reads and that Prisma cannot read: the migration lock returns a
@@ -45,14 +62,16 @@ export interface PrismaOptions extends DataLayerOptions {
 const UNREAD_STATEMENTS = new Set(postgresDialect.migrationLock().map((query) => query.text));
 
 /**
- * The Prisma adapter (Prisma 7 with `@prisma/adapter-pg`; Postgres only). Publish with the `tx`
- * of an interactive transaction, `prisma.$transaction(async (tx) => …)`; statements run through
- * `tx.$queryRawUnsafe(text, ...values)` with `$n` placeholders. A batch transaction
- * (`$transaction([…])`) cannot publish: it takes queries, not a callback.
+ * The Prisma adapter (Prisma 7 with a driver adapter): PostgreSQL with `@prisma/adapter-pg`, and
+ * MySQL 8 and MariaDB 10.6+ with `@prisma/adapter-mariadb`. Publish with the `tx` of an
+ * interactive transaction, `prisma.$transaction(async (tx) => …)`; statements run through
+ * `tx.$queryRawUnsafe(text, ...values)` (`$n` placeholders on Postgres, `?` on MySQL). A batch
+ * transaction (`$transaction([…])`) cannot publish: it takes queries, not a callback.
  *
  * The relay side runs on the `PrismaClient` (`$queryRawUnsafe`, and interactive transactions for
- * settlements). Prisma has no LISTEN: with `notify: true`, pass `notifications: nodePostgres(pool)`
- * or relays find new messages by polling.
+ * settlements, at READ COMMITTED on MySQL). Prisma has no LISTEN: on Postgres, with
+ * `notify: true`, pass `notifications: nodePostgres(pool)` or relays find new messages by polling
+ * (MySQL has no notifications: relays poll, and a relaying instance wakes its own workers).
  *
  * @example
  * import { PrismaPg } from '@prisma/adapter-pg';
@@ -77,15 +96,19 @@ export function prisma(
   ) {
     throw invalidOption('prisma', 'a PrismaClient', client);
   }
-  // Not public API: only a guard against a client generated for another database.
+  // Not public API: the provider the client was generated for.
   const provider = (client as { _activeProvider?: unknown })._activeProvider;
-  if (typeof provider === 'string' && provider !== 'postgresql' && provider !== 'postgres') {
-    throw new OutboxerError(
-      'DATABASE_UNSUPPORTED',
-      `prisma(client): outboxer supports Prisma on PostgreSQL; this client is for ${provider}.`,
-    );
-  }
-  const transactionOptions = { maxWait: 10_000, timeout: 60_000, ...options?.transactionOptions };
+  const dialect = chooseDialect(typeof provider === 'string' ? provider : undefined, options?.dialect);
+  const mysql = dialect === mysqlDialect;
+  const run = mysql ? runOnMysql : runOnPostgres;
+  const transactionOptions = {
+    maxWait: 10_000,
+    timeout: 60_000,
+    ...options?.transactionOptions,
+    // MySQL: READ COMMITTED (ENGINE_ISOLATION_LEVEL in adapters/shared/mysql-results.ts) locks the
+    // rows a statement changes without the gaps beside them; Postgres' default is READ COMMITTED.
+    ...(mysql ? { isolationLevel: 'ReadCommitted' as const } : {}),
+  };
   const own: EngineSide = {
     execute: (query) => run(client, query),
     executeAtomically: async (queries) =>
@@ -96,7 +119,7 @@ export function prisma(
       }, transactionOptions),
   };
   return {
-    dialect: postgresDialect,
+    dialect,
     sync: false,
     executeInTransaction(tx, query) {
       if (typeof tx !== 'object' || tx === null || typeof tx.$queryRawUnsafe !== 'function') {
@@ -111,17 +134,48 @@ export function prisma(
           'publish() was given the PrismaClient, not a transaction. Publish with the tx of prisma.$transaction(async (tx) => ...), so the message commits with your change.',
         );
       }
+      if (mysql) return query.checksTransaction === true ? checkedOnMysql(tx, query) : run(tx, query);
       return explainingFailedTransaction(run(tx, query));
     },
-    ...resolveRelaySide('prisma', postgresDialect, own, options, ['transactionOptions']),
+    ...resolveRelaySide('prisma', dialect, own, options, ['transactionOptions', 'dialect']),
   };
 }
 
-async function run(client: PrismaRawQueries, query: SqlQuery): Promise<Row[]> {
+function chooseDialect(provider: string | undefined, name: unknown): Dialect {
+  const detected = provider === undefined ? undefined : DIALECT_OF_PROVIDER.get(provider);
+  if (detected === undefined && provider !== undefined) {
+    throw new OutboxerError(
+      'DATABASE_UNSUPPORTED',
+      `prisma(client): outboxer supports Prisma on PostgreSQL (provider "postgresql") and on MySQL or MariaDB (provider "mysql"); this client is for ${provider}.`,
+    );
+  }
+  return chooseOrmDialect('prisma.dialect', name, detected, `the client was generated for ${provider}`);
+}
+
+async function runOnPostgres(client: PrismaRawQueries, query: SqlQuery): Promise<Row[]> {
   const values = withArrayLiterals(query.values) as never[];
   if (UNREAD_STATEMENTS.has(query.text)) {
     await client.$executeRawUnsafe(query.text, ...values);
     return [];
   }
   return (await client.$queryRawUnsafe(query.text, ...values)) as Row[];
+}
+
+/** On MySQL `$queryRawUnsafe` returns the rows of a SELECT, and none for any other statement. */
+async function runOnMysql(client: PrismaRawQueries, query: SqlQuery): Promise<Row[]> {
+  const rows = (await client.$queryRawUnsafe(query.text, ...(query.values as never[]))) as Row[];
+  return plainMysqlRows(rows);
+}
+
+/**
+ * A statement where work begins in the caller's transaction, after the savepoint probe: Prisma
+ * passes on no server status, and after InnoDB rolled the transaction back on a deadlock, Prisma's
+ * `tx` runs each statement on its own, in autocommit.
+ */
+async function checkedOnMysql(tx: PrismaRawQueries, query: SqlQuery): Promise<Row[]> {
+  await checkTransactionWithSavepoint(
+    (probe) => tx.$executeRawUnsafe(probe.text),
+    'Publish with the tx of prisma.$transaction(async (tx) => ...)',
+  );
+  return runOnMysql(tx, query);
 }

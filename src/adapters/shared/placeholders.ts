@@ -97,8 +97,11 @@ function backslashBeforeQuestionMark(): OutboxerError {
   );
 }
 
-/** The index just past the closing quote of a literal or quoted identifier opened at `start`. */
-function endOfQuoted(text: string, start: number, quote: string, backslashEscapes: boolean): number {
+/**
+ * The index just past the closing quote of a literal or quoted identifier opened at `start`: the
+ * quote doubled stays inside, and with `backslashEscapes` so does any character after a backslash.
+ */
+export function endOfQuoted(text: string, start: number, quote: string, backslashEscapes: boolean): number {
   let i = start + 1;
   while (i < text.length) {
     const char = text[i]!;

@@ -1,7 +1,7 @@
 /**
- * What the inbox needs of a dialect: its table, the statement (or batch) that records a message as
- * handled (the deduplication itself), the savepoint that makes record and effect one unit, and
- * pruning.
+ * What the inbox needs of a dialect: its tables, the statement (or batch) that records a message as
+ * handled (the deduplication itself), the one that keeps each group's highest sequence (order at
+ * the consumer), the savepoint that makes record and effect one unit, and pruning.
  */
 import type { QualifiedName } from '../identifiers.js';
 import type { SqlQuery, Statement, Statements } from '../sql.js';
@@ -18,8 +18,19 @@ export interface InboxRecord extends InboxKey {
   readonly groupKey: string | null;
 }
 
+/** A handled message's place in its group at the producer: `sequence` is a decimal integer text. */
+export interface InboxGroupPosition {
+  readonly inbox: string;
+  readonly source: string;
+  readonly groupKey: string;
+  readonly sequence: string;
+}
+
 export interface InboxDialect {
-  /** The inbox table and its index, idempotent (`IF NOT EXISTS`). */
+  /**
+   * The inbox table, its companion `<table>_groups` (each group's highest sequence) and their
+   * indexes, idempotent (`IF NOT EXISTS`).
+   */
   inboxSchema(table: QualifiedName): string[];
   /**
    * Records the message as handled; true when this call recorded it, false when it was already
@@ -29,8 +40,16 @@ export interface InboxDialect {
   recordHandled(table: QualifiedName, record: InboxRecord, now: number): Statements<boolean>;
   /** When a recorded message was handled (Unix ms), or undefined when it is not recorded. */
   handledAt(table: QualifiedName, key: InboxKey): Statement<number | undefined>;
+  /**
+   * Raises the group's highest handled sequence to `position.sequence` when it is lower (creating
+   * the group's row), and returns the highest after it, as decimal text. It takes the group's row
+   * lock until the transaction ends: concurrent handles of one group queue up, other groups do not.
+   */
+  advanceGroup(table: QualifiedName, position: InboxGroupPosition, now: number): Statements<string>;
   /** Deletes at most `limit` records of `inbox` handled before `before` (Unix ms); how many. */
   pruneHandled(table: QualifiedName, inbox: string, before: number, limit: number): Statements<number>;
+  /** Deletes at most `limit` group rows of `inbox` last advanced before `before` (Unix ms); how many. */
+  pruneGroups(table: QualifiedName, inbox: string, before: number, limit: number): Statements<number>;
   savepoint(name: string): SqlQuery;
   releaseSavepoint(name: string): SqlQuery;
   rollbackToSavepoint(name: string): SqlQuery;

@@ -7,10 +7,11 @@
  */
 import { run, type DatabaseAdapter, type MaybePromise } from '../database.js';
 import { explainMissingSchema, OutboxerError } from '../errors.js';
-import { queriesOf, readResults, type Row, type SqlQuery } from '../sql.js';
+import { queriesOf, readResults, type Row, type SqlQuery, type Statements } from '../sql.js';
 import { MAX_GROUP_KEY_BYTES } from '../encoding.js';
 import { channels, emit } from '../telemetry.js';
-import type { InboxRecord } from './dialect.js';
+import type { InboxGroupPosition, InboxRecord } from './dialect.js';
+import { IN_ORDER, orderOf, sequenceText, type InboxOrder } from './order.js';
 import type { ResolvedInbox } from './options.js';
 
 /** A received message's identity. */
@@ -21,18 +22,36 @@ export interface InboxMessage {
   source?: string;
   /** Its group (the `outboxer-group-key` header), kept with the record. */
   groupKey?: string | null;
+  /**
+   * Its position in its group at the producer (the `outboxer-id` header of an outboxer producer):
+   * a non-negative integer as a safe integer, a bigint or decimal text up to 2^63-1. With a
+   * `groupKey`, the inbox keeps each group's highest sequence handled and reports a message that
+   * comes after a higher one (`outOfOrder: true`); it still handles it. Without a `groupKey` the
+   * message is unordered and nothing is checked. See "Order at the consumer" in docs/inbox.md.
+   */
+  sequence?: number | bigint | string;
 }
 
-/** What `handle` did: ran the handler (its value), or found the message already handled. */
-export type InboxOutcome<T> = { duplicate: false; value: T } | { duplicate: true; handledAt: Date };
+/**
+ * What `handle` did: ran the handler (its value; `outOfOrder: true` and the highest sequence of
+ * the group handled before, `after`, for a message that arrived late), or found the message
+ * already handled. `outcome.outOfOrder` reads on every variant: `if (outcome.outOfOrder) …`.
+ */
+export type InboxOutcome<T> =
+  | { duplicate: false; value: T; outOfOrder?: undefined }
+  | { duplicate: false; value: T; outOfOrder: true; after: string }
+  | { duplicate: true; handledAt: Date; outOfOrder?: undefined };
 
 /**
  * The handler: it runs inside the transaction passed to `handle` (use that same transaction for its
  * writes), synchronously on a synchronous adapter (better-sqlite3, node:sqlite), sync or async elsewhere. It
- * takes no argument: a callback typed with the transaction's type would make
- * `Outboxer<YourClient>` reject an instance built for a structurally wider type.
+ * is not given the transaction (a callback typed with the transaction's type would make
+ * `Outboxer<YourClient>` reject an instance built for a structurally wider type), only the
+ * message's {@link InboxOrder}: a handler may skip a stale update that arrived late.
  */
-export type InboxHandler<Sync extends boolean, T> = () => Sync extends true ? T : T | Promise<T>;
+export type InboxHandler<Sync extends boolean, T> = (
+  order: InboxOrder,
+) => Sync extends true ? T : T | Promise<T>;
 
 /**
  * The longest message id and source kept, in characters: they are keys, not payloads, and the
@@ -78,21 +97,31 @@ export class Inbox<Tx, Sync extends boolean> {
       ))() as MaybePromise<InboxOutcome<T>, Sync>;
   }
 
-  /** Deletes the ids handled longer than the retention ago; how many. Relaying nodes call it on a timer. */
+  /**
+   * Deletes the ids handled longer than the retention ago, and the groups' highest sequences not
+   * moved for as long; how many ids. Relaying nodes call it on a timer.
+   */
   async prune(now = Date.now()): Promise<number> {
-    const { dialect } = this.adapter;
+    const { inbox } = this.adapter.dialect;
     const before = now - this.inbox.keepSeconds * 1000;
+    const pruned = await this.pruneAll((limit) =>
+      inbox.pruneHandled(this.inbox.table, this.inbox.name, before, limit),
+    );
+    const groups = await this.pruneAll((limit) =>
+      inbox.pruneGroups(this.inbox.table, this.inbox.name, before, limit),
+    );
+    emit(channels.inboxPrune, () => ({ instance: this.instance, inbox: this.inbox.name, pruned, groups }));
+    return pruned;
+  }
+
+  /** Runs a bounded delete until one deletes fewer than its bound: short transactions, few locks. */
+  private async pruneAll(prune: (limit: number) => Statements<number>): Promise<number> {
     let total = 0;
     for (;;) {
-      const pruned = await run(
-        this.adapter,
-        dialect.inbox.pruneHandled(this.inbox.table, this.inbox.name, before, 10_000),
-      );
+      const pruned = await run(this.adapter, prune(10_000));
       total += pruned;
-      if (pruned < 10_000) break;
+      if (pruned < 10_000) return total;
     }
-    emit(channels.inboxPrune, () => ({ instance: this.instance, inbox: this.inbox.name, pruned: total }));
-    return total;
   }
 
   /**
@@ -100,35 +129,43 @@ export class Inbox<Tx, Sync extends boolean> {
    * statement (or the handler) to {@link driveSync} or {@link driveAsync}, which run it in the
    * caller's transaction and send back its rows (or value), or throw its error in here.
    */
-  private *steps<T>(record: InboxRecord, handler: () => unknown): Generator<Step, InboxOutcome<T>, unknown> {
+  private *steps<T>(
+    { record, position }: { record: InboxRecord; position: InboxGroupPosition | undefined },
+    handler: (order: InboxOrder) => unknown,
+  ): Generator<Step, InboxOutcome<T>, unknown> {
     const { dialect } = this.adapter;
+    const { table } = this.inbox;
     const savepoint = `outboxer_inbox_${++savepoints}`;
     yield { query: dialect.inbox.savepoint(savepoint) };
     let recorded: boolean;
+    let order = IN_ORDER;
     try {
-      // A batch (MySQL) runs statement by statement, in order, inside the caller's transaction.
-      const work = dialect.inbox.recordHandled(this.inbox.table, record, Date.now());
-      const results: Row[][] = [];
-      for (const query of queriesOf(work)) results.push((yield { query }) as Row[]);
-      recorded = readResults(work, results);
+      recorded = yield* runWork(dialect.inbox.recordHandled(table, record, Date.now()));
+      // Only a new message moves its group: a duplicate's sequence was counted when it was handled.
+      if (recorded && position !== undefined) {
+        order = orderOf(
+          position.sequence,
+          yield* runWork(dialect.inbox.advanceGroup(table, position, Date.now())),
+        );
+      }
     } catch (error) {
       yield* this.undo(savepoint);
-      throw explainMissingSchema(dialect, this.inbox.table, error);
+      throw explainMissingSchema(dialect, table, error);
     }
     if (!recorded) {
       yield { query: dialect.inbox.releaseSavepoint(savepoint) };
-      const statement = dialect.inbox.handledAt(this.inbox.table, record);
+      const statement = dialect.inbox.handledAt(table, record);
       return this.duplicate(record, statement.read((yield { query: statement }) as Row[]));
     }
     let value: T;
     try {
-      value = (yield { call: handler }) as T;
+      value = (yield { call: () => handler(order) }) as T;
     } catch (error) {
       yield* this.undo(savepoint);
       throw error;
     }
     yield { query: dialect.inbox.releaseSavepoint(savepoint) };
-    return this.handled(record, value);
+    return this.handled(record, position, order, value);
   }
 
   /** Rolls back to the savepoint and releases it; a failure there leaves the caller's error to be thrown. */
@@ -142,14 +179,29 @@ export class Inbox<Tx, Sync extends boolean> {
     }
   }
 
-  private handled<T>(record: InboxRecord, value: T): InboxOutcome<T> {
+  private handled<T>(
+    record: InboxRecord,
+    position: InboxGroupPosition | undefined,
+    order: InboxOrder,
+    value: T,
+  ): InboxOutcome<T> {
     emit(channels.inboxHandled, () => ({
       instance: this.instance,
       inbox: record.inbox,
       source: record.source,
       id: record.messageId,
     }));
-    return { duplicate: false, value };
+    if (!order.outOfOrder) return { duplicate: false, value };
+    emit(channels.inboxOutOfOrder, () => ({
+      instance: this.instance,
+      inbox: record.inbox,
+      source: record.source,
+      id: record.messageId,
+      groupKey: record.groupKey,
+      sequence: position?.sequence,
+      after: order.after,
+    }));
+    return { duplicate: false, value, outOfOrder: true, after: order.after };
   }
 
   private duplicate(record: InboxRecord, handledAt: number | undefined): InboxOutcome<never> {
@@ -163,18 +215,30 @@ export class Inbox<Tx, Sync extends boolean> {
     return { duplicate: true, handledAt: new Date(handledAt ?? Number.NaN) };
   }
 
-  /** The message's record, checked before any SQL runs: bad input writes nothing. */
-  private check(message: InboxMessage, handler: unknown): InboxRecord {
+  /**
+   * The message's record and its group position (with a sequence and a group key), checked before
+   * any SQL runs: bad input writes nothing.
+   */
+  private check(
+    message: InboxMessage,
+    handler: unknown,
+  ): { record: InboxRecord; position: InboxGroupPosition | undefined } {
     const name = this.inbox.name;
     if (typeof message !== 'object' || message === null)
       throw invalid(name, `the message must be an object such as { id, source }; got ${typeof message}.`);
     if (typeof handler !== 'function') throw invalid(name, 'the handler must be a function () => …');
-    return {
+    const record = {
       inbox: name,
       messageId: idText(name, message.id),
       source: sourceText(name, message.source),
       groupKey: groupKeyText(name, message.groupKey),
     };
+    const sequence = sequenceText(message.sequence);
+    if (typeof sequence === 'object') throw invalid(name, sequence.problem);
+    const { inbox, source, groupKey } = record;
+    const position =
+      sequence === undefined || groupKey === null ? undefined : { inbox, source, groupKey, sequence };
+    return { record, position };
   }
 }
 
@@ -228,6 +292,13 @@ function checkKeyText(inbox: string, what: 'id' | 'source', value: string): void
 
 /** What a step of `handle` asks its driver to do: run a statement, or call the handler. */
 type Step = { readonly query: SqlQuery } | { readonly call: () => unknown };
+
+/** Runs a statement, or a batch (MySQL) statement by statement in order, in the caller's transaction. */
+function* runWork<R>(work: Statements<R>): Generator<Step, R, unknown> {
+  const results: Row[][] = [];
+  for (const query of queriesOf(work)) results.push((yield { query }) as Row[]);
+  return readResults(work, results);
+}
 
 /** Runs the steps on a synchronous adapter; a handler that returns a promise is refused. */
 function driveSync<R>(

@@ -9,7 +9,8 @@
 import { OutboxerError, showValue } from '../errors.js';
 import { invalidOption, isPlainObject, rejectUnknownKeys } from '../options.js';
 import type { Logger } from '../logger.js';
-import type { Inbox, InboxOutcome } from './inbox.js';
+import type { Inbox, InboxMessage, InboxOutcome } from './inbox.js';
+import type { InboxOrder } from './order.js';
 
 /**
  * Runs `work` in a new transaction of your data layer and commits when it returns, rolls back
@@ -31,11 +32,14 @@ export type TransactionRunner<Tx, Sync extends boolean> = Sync extends true
  * Handles one received message inside the receiver's transaction: do the message's writes with
  * `tx`. It runs only for a message the inbox has not recorded yet; what it throws rolls the
  * transaction back and leaves the message unacknowledged (the broker delivers it again).
- * Synchronous on a synchronous adapter.
+ * `order` says whether a later message of its group was handled before it (see "Order at the
+ * consumer" in docs/inbox.md): a handler may skip a stale update. Synchronous on a synchronous
+ * adapter.
  */
 export type ReceiverHandler<M, Tx, Sync extends boolean> = (
   message: M,
   tx: Tx,
+  order: InboxOrder,
 ) => Sync extends true ? unknown : unknown | Promise<unknown>;
 
 /**
@@ -96,7 +100,8 @@ export interface ReceivedMessage<Raw> {
 }
 
 /**
- * What a receiver did with a delivery: the inbox's outcome (the handler's value, or
+ * What a receiver did with a delivery: the inbox's outcome (the handler's value, with
+ * `outOfOrder: true` and `after` for a message that came after a later one of its group; or
  * `duplicate: true` with when it was handled) and the identity it was recorded under.
  */
 export type ReceiveOutcome = InboxOutcome<unknown> & { readonly id: string; readonly source: string };
@@ -140,7 +145,7 @@ export class InboxReceiver<M, Sync extends boolean, Raw = M> {
   readonly source: string | undefined;
   private readonly inbox: Inbox<unknown, Sync>;
   private readonly transaction: (work: (tx: unknown) => unknown) => unknown;
-  private readonly handler: (message: M, tx: unknown) => unknown;
+  private readonly handler: (message: M, tx: unknown, order: InboxOrder) => unknown;
   private readonly id: ((message: Raw) => unknown) | undefined;
 
   /**
@@ -202,9 +207,13 @@ export class InboxReceiver<M, Sync extends boolean, Raw = M> {
     }
     const text = String(id);
     const message = build(text);
-    const identity = { id, source: found.source, groupKey: found.groupKey };
+    const identity: InboxMessage = { id, source: found.source, groupKey: found.groupKey };
+    // The outboxer-id grows along a group at the producer: the inbox reports a message that comes
+    // after a later one of its group. An id of another producer (the `id` option) says nothing of order.
+    if (found.id !== undefined && found.groupKey !== null && /^\d{1,19}$/.test(found.id))
+      identity.sequence = found.id;
     const outcome = (await this.transaction((tx) =>
-      this.inbox.handle(tx, identity, () => this.handler(message, tx) as never),
+      this.inbox.handle(tx, identity, (order) => this.handler(message, tx, order) as never),
     )) as InboxOutcome<unknown>;
     return { ...outcome, id: text, source: found.source };
   }

@@ -104,11 +104,14 @@ export class PartitionWorker {
         const mayRest = quietAsOf !== undefined && quietAsOf === this.notifications;
         quietAsOf = round.publishersQuiet ? notifications : undefined;
         if (round.settlement !== undefined) this.publishersBackoff = 1;
-        if (round.full) continue;
+        // A full page with no settlement (every row blocked, and held) renewed nothing: without
+        // this, a backlog behind a retrying head outlasted the lease while the worker held it.
+        if (round.full && round.settlement !== undefined) continue;
         if (!(await this.keeper.renewIfDue())) {
           this.lost = true;
           return;
         }
+        if (round.full) continue;
         if (outbox.notify && !mayRest) {
           // A publisher may have left its NOTIFY out to one this worker already received, and not
           // have committed yet: poll again soon rather than wait for a notification. Once a poll

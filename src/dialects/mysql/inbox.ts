@@ -1,5 +1,5 @@
-import type { InboxDialect, InboxKey, InboxRecord } from '../../core/inbox/dialect.js';
-import { quoteMysqlName, type QualifiedName } from '../../core/identifiers.js';
+import type { InboxDialect, InboxGroupPosition, InboxKey, InboxRecord } from '../../core/inbox/dialect.js';
+import { companion, quoteMysqlName, type QualifiedName } from '../../core/identifiers.js';
 import { batch, type Batch } from '../../core/sql.js';
 import { Parameters } from '../shared/parameters.js';
 import { savepointStatements } from '../shared/savepoints.js';
@@ -21,6 +21,10 @@ import { NOW_MS } from './shared.js';
  * UPDATE` whose update changes nothing but sets `LAST_INSERT_ID(1)`, then a read of it. The
  * affected-row count cannot tell the two apart: with the client flag FOUND_ROWS (mysql2's
  * default), a duplicate left as it was counts 1, as an insert does.
+ *
+ * `<table>_groups` keeps one row per (inbox, source, group_key): the highest sequence handled. Its
+ * group_key is VARBINARY(512), the group key's limit in bytes (the core checks it), so the key is
+ * 400 + 1020 + 512 bytes where a utf8mb4 column would pass InnoDB's 3072.
  */
 
 function inboxSchema(table: QualifiedName): string[] {
@@ -36,7 +40,36 @@ function inboxSchema(table: QualifiedName): string[] {
   PRIMARY KEY (inbox, source, message_id),
   KEY ${handled} (inbox, handled_at)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+    `CREATE TABLE IF NOT EXISTS ${quoteMysqlName(companion(table, 'groups'))} (
+  inbox VARCHAR(100) NOT NULL,
+  source VARCHAR(255) NOT NULL,
+  group_key VARBINARY(512) NOT NULL,
+  highest BIGINT NOT NULL,
+  handled_at BIGINT NOT NULL,
+  PRIMARY KEY (inbox, source, group_key),
+  KEY \`${table.name}_groups_idx\` (inbox, handled_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
   ];
+}
+
+/**
+ * An upsert that raises the group's highest sequence (the duplicate key takes the row's exclusive
+ * lock: a concurrent handle of the group waits for this transaction), then a locking read of it:
+ * a plain read in REPEATABLE READ could miss a row another transaction committed after this one's
+ * snapshot when the update changed nothing.
+ */
+function advanceGroup(table: QualifiedName, position: InboxGroupPosition): Batch<string> {
+  const groups = quoteMysqlName(companion(table, 'groups'));
+  const p = Parameters.positional();
+  const upsert = p.query(
+    `INSERT INTO ${groups} (inbox, source, group_key, highest, handled_at) VALUES (${p.add(position.inbox)}, ${p.add(position.source)}, ${p.add(position.groupKey)}, CAST(${p.add(position.sequence)} AS SIGNED), ${NOW_MS})
+ON DUPLICATE KEY UPDATE highest = GREATEST(highest, CAST(${p.add(position.sequence)} AS SIGNED)), handled_at = ${NOW_MS}`,
+  );
+  const r = Parameters.positional();
+  const read = r.query(
+    `SELECT CAST(highest AS CHAR) AS highest FROM ${groups} WHERE inbox = ${r.add(position.inbox)} AND source = ${r.add(position.source)} AND group_key = ${r.add(position.groupKey)} FOR UPDATE`,
+  );
+  return batch([upsert, read], (results) => String(results[results.length - 1]?.[0]?.highest));
 }
 
 /**
@@ -72,11 +105,19 @@ function handledAt(table: QualifiedName, key: InboxKey) {
  * in one transaction. A second pruner waits on the first's row locks, then deletes what is left.
  */
 function pruneHandled(table: QualifiedName, inbox: string, before: number, limit: number): Batch<number> {
+  return pruneOlder(quoteMysqlName(table), inbox, before, limit);
+}
+
+function pruneGroups(table: QualifiedName, inbox: string, before: number, limit: number): Batch<number> {
+  return pruneOlder(quoteMysqlName(companion(table, 'groups')), inbox, before, limit);
+}
+
+function pruneOlder(quoted: string, inbox: string, before: number, limit: number): Batch<number> {
   const p = Parameters.positional();
   return batch(
     [
       p.query(
-        `DELETE FROM ${quoteMysqlName(table)} WHERE inbox = ${p.add(inbox)} AND handled_at < ${p.add(before)} ORDER BY handled_at LIMIT ${p.add(limit)}`,
+        `DELETE FROM ${quoted} WHERE inbox = ${p.add(inbox)} AND handled_at < ${p.add(before)} ORDER BY handled_at LIMIT ${p.add(limit)}`,
       ),
       { text: `SELECT ROW_COUNT() AS pruned`, values: [] },
     ],
@@ -88,6 +129,8 @@ export const mysqlInbox: InboxDialect = Object.freeze({
   inboxSchema,
   recordHandled,
   handledAt,
+  advanceGroup,
   pruneHandled,
+  pruneGroups,
   ...savepointStatements,
 });

@@ -17,8 +17,11 @@ import { tables } from './tables.js';
  * the row in one transaction: the read finds the row only if the write left it ours.
  *
  * Times are the server's clock at the statement's start (MySQL has no `clock_timestamp()` free of
- * the session's time zone): a grant that waited for the row lock runs from before the wait, so a
- * lease granted after a long wait is shorter by that wait; the fence keeps it safe.
+ * the session's time zone). A grant that waited for the row lock would run from before the wait,
+ * and a previous holder paused inside a settle holds that lock for as long as it is paused: the
+ * lease granted after it had already run out, and a third node took the partition at once while
+ * the new holder started delivering it. So an acquisition locks the row first, with a statement of
+ * its own, and the grant is the next statement, which starts once the wait is over.
  */
 
 /** The new lease's epoch, or `undefined` when another live owner holds the partition. */
@@ -36,17 +39,34 @@ ON DUPLICATE KEY UPDATE
   owner = IF(${free()}, ${p.add(params.owner)}, owner),
   lease_until = IF(${free()}, ${NOW_MS} + ${p.add(params.ttl)}, lease_until)`;
   const write = p.query(upsert);
+  const lock = lockLeaseRow(leases, params.outbox, params.partition);
   const r = Parameters.positional();
   const readBack = r.query(
     `SELECT epoch FROM ${leases} WHERE outbox = ${r.add(params.outbox)} AND ${PARTITION} = ${r.add(params.partition)} AND owner = ${r.add(params.owner)}`,
   );
-  return batch([write, readBack], (results) => {
-    const row = results[1]?.[0];
+  return batch([lock, write, readBack], (results) => {
+    const row = results[2]?.[0];
     return row === undefined ? undefined : Number(row.epoch);
   });
 }
 
-/** The renewal, also the first statement of a settle; {@link leaseRow} reads whether it held. */
+/**
+ * Locks the partition's lease row, whoever holds it: the first statement of every transaction of a
+ * worker that changes its partition's rows (settle, hold), and of an acquisition. They all lock
+ * the lease row before any message, so they queue on it instead of deadlocking. A renewal by
+ * UPDATE would not do: under READ COMMITTED an UPDATE passes over a locked row that its last
+ * committed version says it does not match, so a worker paused past its lease went on, locked
+ * messages the partition's new owner was settling, then waited for the lease row that owner held.
+ */
+export function lockLeaseRow(leases: string, outbox: string, partition: number): SqlQuery {
+  const p = Parameters.positional();
+  return p.query(
+    `SELECT epoch FROM ${leases} WHERE outbox = ${p.add(outbox)} AND ${PARTITION} = ${p.add(partition)} FOR UPDATE`,
+    true,
+  );
+}
+
+/** The renewal, also a statement of a settle; {@link leaseRow} reads whether it held. */
 export function renewQuery(leases: string, lease: LeaseToken, ttl: number): SqlQuery {
   const p = Parameters.positional();
   return p.query(
@@ -81,6 +101,13 @@ export function releaseLease(table: QualifiedName, lease: LeaseToken): Statement
 /**
  * Counts live relaying nodes (this one included) and returns the live leases, so the engine can
  * aim for its fair share of partitions. Nodes silent for ten lease periods are forgotten.
+ *
+ * Locking: the forgetting DELETE comes first, while the transaction holds no lock. InnoDB's DELETE
+ * waits for the lock of every row of the outbox it scans, matching or not (only UPDATE reads a
+ * locked row's last committed version instead), so after this node's own upsert it waited for
+ * every other node's row that a heartbeat in flight had upserted, and two nodes beating at once
+ * deadlocked, each holding its row and waiting for the other's. First, it waits holding nothing,
+ * and the upsert after it locks one row.
  */
 export function heartbeat(
   table: QualifiedName,
@@ -94,11 +121,11 @@ export function heartbeat(
   const look = Parameters.positional();
   return batch(
     [
-      seen.query(
-        `INSERT INTO ${nodes} (outbox, node_id, last_seen) VALUES (${seen.add(outbox)}, ${seen.add(nodeId)}, ${NOW_MS}) ON DUPLICATE KEY UPDATE last_seen = ${NOW_MS}`,
-      ),
       forget.query(
         `DELETE FROM ${nodes} WHERE outbox = ${forget.add(outbox)} AND last_seen < ${NOW_MS} - 10 * ${forget.add(ttl)}`,
+      ),
+      seen.query(
+        `INSERT INTO ${nodes} (outbox, node_id, last_seen) VALUES (${seen.add(outbox)}, ${seen.add(nodeId)}, ${NOW_MS}) ON DUPLICATE KEY UPDATE last_seen = ${NOW_MS}`,
       ),
       look.query(
         `SELECT (SELECT 1 + COUNT(*) FROM ${nodes} WHERE outbox = ${look.add(outbox)} AND node_id <> ${look.add(nodeId)} AND last_seen > ${NOW_MS} - ${look.add(ttl)}) AS live_nodes,

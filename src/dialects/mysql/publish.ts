@@ -9,7 +9,8 @@ import { tables } from './tables.js';
  * Publishing: the statements a publisher runs in its own transaction, one after another.
  *
  * 0. `SET`, which writes nothing: the adapter reads from its reply whether a transaction is open,
- *    and refuses the publish before anything is written when not (`NOT_IN_TRANSACTION`).
+ *    and refuses the publish before anything is written when not (`NOT_IN_TRANSACTION`); an
+ *    adapter that cannot read it runs {@link transactionProbe} first (`checksTransaction`).
  * 1. With `serializeWrites`, one row per (outbox, group key) of `<table>_groups`, upserted: the
  *    INSERT takes an exclusive lock on the row, new or found (`ON DUPLICATE KEY UPDATE` locks the
  *    duplicate exclusively, where `INSERT IGNORE` would take a shared lock and let two publishers
@@ -33,7 +34,9 @@ export function insert(
   const { messages, tallies, groups } = tables(table);
   // Writes nothing: its reply's server status tells the adapter whether a transaction is open
   // before anything is written (MySQL runs a statement outside one in autocommit).
-  const statements: SqlQuery[] = [{ text: `SET @outboxer_publishing = 1`, values: [], prepare: true }];
+  const statements: SqlQuery[] = [
+    { text: `SET @outboxer_publishing = 1`, values: [], prepare: true, checksTransaction: true },
+  ];
   if (options.serialize) {
     const keys = lockKeys(rows);
     if (keys.length > 0) {
@@ -79,6 +82,22 @@ export function insert(
     return rows.map((_, i) => first + i * step);
   });
 }
+
+/**
+ * Whether the connection is inside a transaction, for an adapter whose library passes on neither
+ * the server status of a reply nor a way to ask (Kysely, Prisma), run before a statement marked
+ * `checksTransaction` by adapters/shared/mysql-results.ts: outside one, MySQL and MariaDB commit
+ * the SAVEPOINT at once (it is gone), and the RELEASE fails with {@link NO_SUCH_SAVEPOINT},
+ * having written nothing. (MariaDB's `@@in_transaction` would say it in one statement; MySQL 8
+ * has no such variable.)
+ */
+export const transactionProbe: readonly SqlQuery[] = Object.freeze([
+  { text: 'SAVEPOINT outboxer_in_transaction', values: [], rowless: true },
+  { text: 'RELEASE SAVEPOINT outboxer_in_transaction', values: [], rowless: true },
+]);
+
+/** `ER_SP_DOES_NOT_EXIST`: the error number of a RELEASE of a savepoint that does not exist. */
+export const NO_SUCH_SAVEPOINT = 1305;
 
 /** The distinct (outbox, group key) pairs of `rows`, sorted: the order their locks are taken in. */
 function lockKeys(rows: readonly InsertRow[]): Array<[string, string]> {

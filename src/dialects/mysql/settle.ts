@@ -11,7 +11,7 @@ import {
 } from '../../core/sql.js';
 import { Parameters } from '../shared/parameters.js';
 import { blockingStatus } from '../shared/statuses.js';
-import { leaseRow, renewQuery } from './leases.js';
+import { leaseRow, lockLeaseRow, renewQuery } from './leases.js';
 import { fence, NOW_MS, TALLY_COLUMNS } from './shared.js';
 import { tables, type Tables } from './tables.js';
 
@@ -19,9 +19,10 @@ import { tables, type Tables } from './tables.js';
  * Settling: what a worker writes once it has delivered (acknowledge, retry, dead-letter, release
  * the groups it unblocked), and moving the ready rows of blocked groups out of the poll's way.
  *
- * Locking: a settle is one transaction. It renews the lease first (the lease row's lock makes a
- * takeover wait until the settle ends) and reads the row back: no row, the lease was lost, and
- * every later statement, fenced on the lease, writes nothing. It then locks the rows it settles
+ * Locking: a settle is one transaction. It locks the partition's lease row first, whoever holds
+ * it (`lockLeaseRow`: a takeover, and a settle of another holder, wait until the settle ends), renews
+ * the lease and reads the row back: no row, the lease was lost, and every later statement, fenced
+ * on the lease, writes nothing. It then locks the rows it settles
  * (`SELECT … FOR UPDATE` by primary key), so the tally it writes next and the change after it see
  * the same rows whatever the isolation level (an admin `discard()` locks them the same way first).
  * The groups it unblocks are released by statements of their own, after the head changed.
@@ -32,7 +33,11 @@ const readIds = (rows: readonly Row[]): number[] => rows.map((row) => Number(row
 export function settle(table: QualifiedName, params: SettleParams): Batch<SettleResult> {
   const t = tables(table);
   const { lease } = params;
-  const statements: SqlQuery[] = [renewQuery(t.leases, lease, params.ttl), leaseRow(t.leases, lease)];
+  const statements: SqlQuery[] = [
+    lockLeaseRow(t.leases, lease.outbox, lease.partition),
+    renewQuery(t.leases, lease, params.ttl),
+    leaseRow(t.leases, lease),
+  ];
   const settled = [...params.delivered, ...params.failed.map((f) => f.id)];
   if (settled.length > 0) {
     const p = Parameters.positional();
@@ -46,7 +51,7 @@ export function settle(table: QualifiedName, params: SettleParams): Batch<Settle
   if (unblocking) statements.push(...unhold(t, lease.outbox, params.unblockedGroups, params.parkDead));
   return batch(statements, (results) => ({
     // The lease row read back after the renewal: none when the lease was lost.
-    leaseHeld: (results[1]?.length ?? 0) > 0,
+    leaseHeld: (results[2]?.length ?? 0) > 0,
     // The rows the unhold locked, second to last: the ids released.
     released: unblocking ? readIds(results[results.length - 2] ?? []) : [],
   }));
@@ -111,9 +116,12 @@ WHERE id IN (${p.list(failed.map((f) => f.id))}) AND status < ${Status.dead} AND
 }
 
 /**
- * The blocking heads of `groups` (or of every group of the outbox), as a derived table MySQL
- * materialises (DISTINCT), so that an UPDATE of the message table may read it (error 1093
- * otherwise on MySQL 8). Reads `_groups_status` (outbox, group_key, status).
+ * The group keys of the blocking heads of `groups` (or of every group of the outbox), as a derived
+ * table MySQL materialises (DISTINCT), so that an UPDATE of the message table may read it (error
+ * 1093 otherwise on MySQL 8). Reads `_groups_status` (outbox, group_key, status). Never NULL: a
+ * retrying or dead message without a group key blocks nothing, and one NULL in it would make the
+ * release's `NOT IN` unknown for every group: nothing released, and the next message of a group
+ * would go out before the ones held.
  */
 function heads(
   p: Parameters,
@@ -122,7 +130,10 @@ function heads(
   groups: readonly string[] | undefined,
   parkDead: boolean,
 ): string {
-  return `SELECT group_key FROM (SELECT DISTINCT h.group_key FROM ${messages} h WHERE h.outbox = ${p.add(outbox)}${groups === undefined ? '' : ` AND h.group_key IN (${p.list(groups)})`} AND ${blockingStatus(parkDead, 'h.status')}) AS heads`;
+  // Positional placeholders: each value is added where its text is written, left to right.
+  const o = p.add(outbox);
+  const keys = groups === undefined ? 'h.group_key IS NOT NULL' : `h.group_key IN (${p.list(groups)})`;
+  return `SELECT group_key FROM (SELECT DISTINCT h.group_key FROM ${messages} h WHERE h.outbox = ${o} AND ${keys} AND ${blockingStatus(parkDead, 'h.status')}) AS heads`;
 }
 
 /**
@@ -161,7 +172,8 @@ export function releaseOrphanedHolds(
 
 /**
  * Moves ready messages of blocked groups to `held`, re-checking the block; the ids held. The
- * blocking heads are read with a shared lock first (`LOCK IN SHARE MODE`, which MySQL 8 still
+ * partition's lease row is locked first, as a settle does (`lockLeaseRow`). The blocking heads
+ * are read with a shared lock next (`LOCK IN SHARE MODE`, which MySQL 8 still
  * accepts), so that a `discard()` removing one waits for this transaction, and its release of the
  * group's held rows then sees the rows held here; a head removed first is not found, and nothing
  * is held. The rows to hold are locked and returned, then held. Fenced on the lease.
@@ -186,5 +198,8 @@ export function hold(
       ? p.query(`SELECT m.id FROM ${t.messagesById('m')} WHERE ${where} FOR UPDATE`)
       : p.query(`UPDATE ${t.messagesById('m')} SET m.status = ${Status.held} WHERE ${where}`);
   };
-  return batch([lockHeads, query(true), query(false)], (results) => readIds(results[1] ?? []));
+  return batch(
+    [lockLeaseRow(leases, lease.outbox, lease.partition), lockHeads, query(true), query(false)],
+    (results) => readIds(results[2] ?? []),
+  );
 }

@@ -1,4 +1,4 @@
-import type { InboxDialect, InboxKey, InboxRecord } from '../../core/inbox/dialect.js';
+import type { InboxDialect, InboxGroupPosition, InboxKey, InboxRecord } from '../../core/inbox/dialect.js';
 import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
 import type { Statement } from '../../core/sql.js';
 import { Parameters } from '../shared/parameters.js';
@@ -9,10 +9,16 @@ import { savepointStatements } from '../shared/savepoints.js';
  * primary key is the deduplication: a second INSERT of the key does nothing, and one from a
  * concurrent transaction waits for the first to commit (then does nothing) or roll back (then
  * inserts). Pruning reads the index on (inbox, handled_at).
+ *
+ * `<table>_groups` keeps one row per (inbox, source, group_key): the highest sequence handled.
+ * An upsert raises it and takes that row's lock until the caller's transaction ends, so two
+ * consumers of one group queue up (the second sees the first's committed value), and other groups
+ * never touch the row.
  */
 
 function inboxSchema(table: QualifiedName): string[] {
   const inbox = quoteName(table);
+  const groups = quoteName(companion(table, 'groups'));
   return [
     `CREATE TABLE IF NOT EXISTS ${inbox} (
   inbox text NOT NULL,
@@ -23,7 +29,27 @@ function inboxSchema(table: QualifiedName): string[] {
   PRIMARY KEY (inbox, source, message_id)
 )`,
     `CREATE INDEX IF NOT EXISTS ${quoteName(companion(table, 'handled_idx'))} ON ${inbox} (inbox, handled_at)`,
+    `CREATE TABLE IF NOT EXISTS ${groups} (
+  inbox text NOT NULL,
+  source text NOT NULL,
+  group_key text NOT NULL,
+  highest bigint NOT NULL,
+  handled_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (inbox, source, group_key)
+)`,
+    `CREATE INDEX IF NOT EXISTS ${quoteName(companion(table, 'groups_idx'))} ON ${groups} (inbox, handled_at)`,
   ];
+}
+
+/** `ON CONFLICT DO UPDATE` locks the group's row; the row returned is the one after the update. */
+function advanceGroup(table: QualifiedName, position: InboxGroupPosition): Statement<string> {
+  const p = Parameters.numbered();
+  return p.statement(
+    `INSERT INTO ${quoteName(companion(table, 'groups'))} AS g (inbox, source, group_key, highest) VALUES (${p.add(position.inbox)}, ${p.add(position.source)}, ${p.add(position.groupKey)}, ${p.add(position.sequence)}::bigint)
+ON CONFLICT (inbox, source, group_key) DO UPDATE SET highest = GREATEST(g.highest, EXCLUDED.highest), handled_at = now()
+RETURNING g.highest::text AS highest`,
+    (rows) => String(rows[0]?.highest),
+  );
 }
 
 function recordHandled(table: QualifiedName, record: InboxRecord): Statement<boolean> {
@@ -44,7 +70,14 @@ function handledAt(table: QualifiedName, key: InboxKey): Statement<number | unde
 
 /** SKIP LOCKED: two nodes pruning at once share the work instead of waiting on each other. */
 function pruneHandled(table: QualifiedName, inbox: string, before: number, limit: number): Statement<number> {
-  const quoted = quoteName(table);
+  return pruneOlder(quoteName(table), inbox, before, limit);
+}
+
+function pruneGroups(table: QualifiedName, inbox: string, before: number, limit: number): Statement<number> {
+  return pruneOlder(quoteName(companion(table, 'groups')), inbox, before, limit);
+}
+
+function pruneOlder(quoted: string, inbox: string, before: number, limit: number): Statement<number> {
   const p = Parameters.numbered();
   return p.statement(
     `WITH old AS (SELECT ctid FROM ${quoted} WHERE inbox = ${p.add(inbox)} AND handled_at < to_timestamp(${p.add(before / 1000)}) LIMIT ${p.add(limit)} FOR UPDATE SKIP LOCKED)
@@ -57,6 +90,8 @@ export const postgresInbox: InboxDialect = Object.freeze({
   inboxSchema,
   recordHandled,
   handledAt,
+  advanceGroup,
   pruneHandled,
+  pruneGroups,
   ...savepointStatements,
 });

@@ -1,5 +1,6 @@
 /**
- * The @platformatic/kafka adapter. Only types are described here: nothing imports the client at run time.
+ * The @platformatic/kafka adapter, for 1.x (1.35+) and 2.x alike: what it calls has the same shape in
+ * both majors. Only types are described here: nothing imports the client at run time.
  */
 import diagnostics from 'node:diagnostics_channel';
 import { OutboxerError } from '../../core/errors.js';
@@ -22,8 +23,8 @@ export interface PlatformaticMessage {
 }
 
 /**
- * The part of a @platformatic/kafka `Producer` the relay uses. Create it without `serializers` (the
- * relay sends Buffers) and with `idempotent: true`.
+ * The part of a @platformatic/kafka `Producer` (1.x or 2.x) the relay uses. Create it without
+ * `serializers` (the relay sends Buffers) and with `idempotent: true`.
  */
 export interface PlatformaticProducerLike {
   send(options: {
@@ -42,11 +43,12 @@ export interface PlatformaticProducerLike {
 }
 
 /**
- * Lets the Kafka relay send through a @platformatic/kafka producer. The relay passes `idempotent: true`
- * and `acks: -1` (all in-sync replicas) on every send, chooses each record's partition with the Java
- * client's murmur2 partitioner (so it does not depend on the producer's `partitioner`, whose default
- * is not Java-compatible), never auto-creates topics, and after a failed send starts a new idempotent
- * session before sending again. You create, and close, the producer.
+ * Lets the Kafka relay send through a @platformatic/kafka producer, 1.x (1.35+) or 2.x. The relay
+ * passes `idempotent: true` and `acks: -1` (all in-sync replicas) on every send, chooses each
+ * record's partition with the Java client's murmur2 partitioner (so it does not depend on the
+ * producer's `partitioner`, whose default is not Java-compatible in either major), never
+ * auto-creates topics, and after a failed send starts a new idempotent session before sending again.
+ * You create, and close, the producer.
  *
  * @example
  * import { Producer } from '@platformatic/kafka';
@@ -101,6 +103,9 @@ export function platformaticProducer(producer: PlatformaticProducerLike): KafkaC
         );
       }
     },
+    // 1.x keeps its producer id and sequence numbers after a failed send, so the broker would drop
+    // the next batch of a partly written partition as a duplicate; 2.x starts over by itself, and
+    // this costs it one extra InitProducerId request per failed send.
     async resetIdempotence() {
       await producer.initIdempotentProducer({});
     },

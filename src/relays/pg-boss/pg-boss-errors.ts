@@ -37,13 +37,20 @@ export function failsWholeBatch(error: unknown): boolean {
 }
 
 /**
- * How to fix a failure that no retry will cure by itself, or `undefined`. pg-boss's own methods
- * throw a TypeError (reading `rows` of nothing) when the instance is not started or was stopped.
+ * How to fix a failure that no retry will cure by itself, or `undefined`. A `PgBoss` that is not
+ * started (or was stopped) fails its calls with an AssertionError "Database not opened" in
+ * pg-boss 12, and with a TypeError (reading `rows` of nothing) in 10 and 11.
  */
 export function misconfiguration(error: unknown): string | undefined {
   const state = sqlState(error);
-  if (error instanceof TypeError && /\brows\b/.test(error.message)) {
+  if (
+    (error instanceof TypeError && /\brows\b/.test(error.message)) ||
+    (error instanceof Error && /Database not opened/.test(error.message))
+  ) {
     return 'The PgBoss instance is not started (or was stopped): await boss.start() before outboxer.start(), and stop it after outboxer.stop().';
+  }
+  if (error instanceof Error && /^Queue (.+) does not exist$/.test(error.message)) {
+    return `${error.message}: create it with boss.createQueue(name) before outboxer sends jobs to it.`;
   }
   if (state === '42P01' || state === '3F000' || state === '42883') {
     return `pg-boss's tables are not there (${messageOf(error)}): start the PgBoss instance with migrate (the default) once, and give it the schema option it was installed with.`;

@@ -1,6 +1,7 @@
 /**
- * Generates the Prisma client of schema.prisma into ./generated (once per Prisma version and
- * schema; concurrent test files agree through an atomic rename) and loads it. generatePrismaClient
+ * Generates the Prisma client of schema.prisma into ./generated, or of mysql/schema.prisma into
+ * mysql/generated (once per Prisma version and schema; concurrent test files agree through an
+ * atomic rename) and loads it. generatePrismaClient
  * takes another schema too: examples.test.ts generates the client of
  * examples/adapters/prisma/schema.prisma into the `output` that schema names.
  *
@@ -18,7 +19,8 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const testSchema = join(here, 'schema.prisma');
-const testOutput = join(here, 'generated');
+/** The test schemas by provider: Postgres here, MySQL (MariaDB's driver adapter) in ./mysql. */
+const testSchemas = { postgresql: testSchema, mysql: join(here, 'mysql', 'schema.prisma') };
 
 /** The generated client of the test schema, as far as the adapter tests use it. */
 export interface GeneratedPrisma {
@@ -107,10 +109,12 @@ export function generatePrismaClient(schemaPath: string = testSchema): string {
   }
 }
 
-export async function loadPrismaClient(): Promise<GeneratedPrisma> {
-  generatePrismaClient(testSchema);
+export async function loadPrismaClient(
+  provider: keyof typeof testSchemas = 'postgresql',
+): Promise<GeneratedPrisma> {
+  const output = generatePrismaClient(testSchemas[provider]);
   // A computed specifier: the generated code does not exist before the first test run, and the
   // typecheck must not depend on it.
-  const url = pathToFileURL(join(testOutput, 'client.mts')).href;
+  const url = pathToFileURL(join(output, 'client.mts')).href;
   return (await import(/* @vite-ignore */ url)) as GeneratedPrisma;
 }
