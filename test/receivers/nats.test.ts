@@ -121,7 +121,8 @@ test('acked after the commit only; a failed commit is nak’ed with its group be
     ...options(),
     transaction: async (work) => {
       let client: object | undefined;
-      const result = await runner.transaction((tx) => work((client = tx)));
+      // A pooled client keeps no label of its last transaction.
+      const result = await runner.transaction((tx) => (handling.delete(tx), work((client = tx))));
       if (handling.has(client!)) events.push(`commit ${handling.get(client!)}`);
       return result;
     },
@@ -130,7 +131,7 @@ test('acked after the commit only; a failed commit is nak’ed with its group be
       await recordEffect(tx, message.id, message.groupKey, message.payload);
       if (message.id === failing && !events.includes(`failed ${failing}`)) {
         events.push(`failed ${failing}`);
-        runner.failCommit = true;
+        runner.failCommitOf(tx); // this transaction only: others run at the same time
       }
     },
   });

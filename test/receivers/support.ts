@@ -40,17 +40,20 @@ export async function consumerOf(fixture: PostgresFixture, inbox: string) {
 /**
  * The consumer's transaction runner, as an application writes it for pg: BEGIN, the work, COMMIT,
  * or ROLLBACK when anything throws. `failCommit` makes the next commit fail (after the work ran):
- * what a serialization failure or a lost connection at COMMIT does.
+ * what a serialization failure or a lost connection at COMMIT does. `failCommitOf(tx)` makes the
+ * commit of that transaction fail, for receivers that run several transactions at once.
  */
 export function pgRunner(pool: pg.Pool) {
-  const state = { failCommit: false, commits: 0 };
+  const failing = new WeakSet<object>();
+  const state = { failCommit: false, commits: 0, failCommitOf: (tx: object) => void failing.add(tx) };
   const transaction = async <T>(work: (tx: pg.PoolClient) => Promise<T>): Promise<T> => {
     const client = await pool.connect();
     try {
       await client.query('BEGIN');
       const result = await work(client);
-      if (state.failCommit) {
+      if (state.failCommit || failing.has(client)) {
         state.failCommit = false;
+        failing.delete(client);
         throw new Error('the commit failed');
       }
       await client.query('COMMIT');
