@@ -52,6 +52,14 @@ export type { Logger } from './core/logger.js';
 export type { Inbox, InboxHandler, InboxMessage, InboxOutcome } from './core/inbox/inbox.js';
 export type { InboxOptions } from './core/inbox/options.js';
 export type { InboxOrder } from './core/inbox/order.js';
+export {
+  MissingMessageIdError,
+  type ReceivedMessage,
+  type ReceiveOutcome,
+  type ReceiverHandler,
+  type ReceiverOptions,
+  type TransactionRunner,
+} from './core/inbox/receiver.js';
 export type { DrainOptions, DrainResult } from './core/testing.js';
 export { channels } from './core/telemetry.js';
 export { hashGroupKey } from './core/partitioning.js';

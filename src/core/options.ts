@@ -179,7 +179,7 @@ export function integerOption(
   return value;
 }
 
-function booleanOption(path: string, value: unknown, fallback: boolean): boolean {
+export function booleanOption(path: string, value: unknown, fallback: boolean): boolean {
   if (value === undefined) return fallback;
   if (typeof value !== 'boolean') throw invalidOption(path, 'true or false', value);
   return value;

@@ -11,3 +11,4 @@ export {
   type BullmqJobData,
 } from './bullmq-options.js';
 export type { BullmqQueueLike, BullmqJob, BullmqAddOptions } from './bullmq-queue.js';
+export * from '../../receivers/bullmq/index.js';

@@ -22,3 +22,4 @@ export {
   type PartitionResult,
 } from './kafka-client.js';
 export { murmur2, javaPartition } from './kafka-murmur2.js';
+export * from '../../receivers/kafka/index.js';

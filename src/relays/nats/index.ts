@@ -11,3 +11,4 @@ export type {
   NatsPubAckLike,
   NatsPublishOptions,
 } from './nats-client.js';
+export * from '../../receivers/nats/index.js';

@@ -14,3 +14,4 @@ export type {
   PgBossGroup,
   PgBossQueueInfo,
 } from './pg-boss-client.js';
+export * from '../../receivers/pg-boss/index.js';

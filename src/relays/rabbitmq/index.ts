@@ -12,3 +12,4 @@ export type {
   AmqpPublishProperties,
   AmqpReturnedMessage,
 } from './rabbitmq-channel.js';
+export * from '../../receivers/rabbitmq/index.js';

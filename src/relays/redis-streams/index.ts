@@ -11,3 +11,4 @@ export {
   type RedisClientLike,
   type RedisPipelineLike,
 } from './redis-streams-client.js';
+export * from '../../receivers/redis-streams/index.js';

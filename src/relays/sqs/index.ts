@@ -7,3 +7,4 @@ export { sqsRelay } from './sqs-relay.js';
 export type { SqsRelayOptions } from './sqs-options.js';
 export type { SqsClientLike, SqsCommands, SqsBatchEntry, SqsStringAttribute } from './sqs-client.js';
 export { defaultMessageGroupId, toSqsId, PACKED_HEADERS_ATTRIBUTE, SQS_LIMITS } from './sqs-message.js';
+export * from '../../receivers/sqs/index.js';

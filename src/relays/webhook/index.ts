@@ -21,3 +21,4 @@ export {
   type WebhookHeadersLike,
   type WebhookVerificationFailure,
 } from './webhook-signature.js';
+export * from '../../receivers/webhook/index.js';

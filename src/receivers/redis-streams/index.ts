@@ -1,0 +1,9 @@
+/**
+ * The Redis Streams receiver: each entry handled once through an inbox, XACKed after the
+ * transaction. Exported from `outboxer/redis-streams`, beside the relay.
+ */
+export {
+  redisStreamsReceiver,
+  type RedisStreamsReceiverOptions,
+  type RedisStreamEntry,
+} from './redis-streams-receiver.js';
