@@ -19,17 +19,18 @@ export interface InboxMessage {
   /** Its id at the source (the `outboxer-id` header of an outboxer producer, a broker's message id…). */
   id: string | number;
   /** Where it came from, when ids are unique only per source (a topic, a queue, an outbox). Default ''. */
-  source?: string;
+  source?: string | undefined;
   /** Its group (the `outboxer-group-key` header), kept with the record. */
-  groupKey?: string | null;
+  groupKey?: string | null | undefined;
   /**
    * Its position in its group at the producer (the `outboxer-id` header of an outboxer producer):
    * a non-negative integer as a safe integer, a bigint or decimal text up to 2^63-1. With a
    * `groupKey`, the inbox keeps each group's highest sequence handled and reports a message that
    * comes after a higher one (`outOfOrder: true`); it still handles it. Without a `groupKey` the
    * message is unordered and nothing is checked. See "Order at the consumer" in docs/inbox.md.
+   * `undefined` counts as absent, so a header that may be missing passes as it is.
    */
-  sequence?: number | bigint | string;
+  sequence?: number | bigint | string | undefined;
 }
 
 /**
