@@ -121,7 +121,8 @@ describe('MySQL transactions of two nodes at once', () => {
       };
       // The paused worker's settle, woken up, gets as far as locking the rows it settles.
       const stale = settle(paused);
-      const locked = stale.findIndex((q) => /^SELECT id FROM .* FOR UPDATE$/s.test(q.text));
+      const locked = stale.findIndex((q) => /^SELECT (?:m\.)?id FROM .* FOR UPDATE$/s.test(q.text));
+      expect(locked, 'the settle statement that locks the settled rows').toBeGreaterThanOrEqual(0);
       for (const query of stale.slice(0, locked + 1)) await zombie.query(query.text, [...query.values]);
       // The owner's settle of the same rows starts, and waits for a lock.
       settling = (async () => {
