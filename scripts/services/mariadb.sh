@@ -42,4 +42,9 @@ if ! tcp_login; then
     CREATE DATABASE IF NOT EXISTS test;"
 fi
 wait_until 30 "a root login over TCP" tcp_login || die "MariaDB on $HOST:$PORT refuses root over TCP"
+# The chaos run's MariaDB variant (in npm test) makes throwaway servers with these two: a server
+# found already listening (a container, another host's package) may have left them uninstalled.
+if ! have mariadb-install-db || [[ ! -x /usr/sbin/mariadbd && ! -x /usr/bin/mariadbd ]]; then
+  log "warning: mariadb-install-db or mariadbd is missing: the chaos run's MariaDB variant needs them (apt-get install mariadb-server, or set MARIADB_BIN)"
+fi
 log "ready: mysql://root@$HOST:$PORT/test"

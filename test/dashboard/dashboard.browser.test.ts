@@ -220,6 +220,9 @@ describe.each(fixtures)('the dashboard in Chromium on $name', ({ make }) => {
           Object.defineProperty(page, 'visibilityState', { value, configurable: true });
           page.dispatchEvent(new Event('visibilitychange'));
         }, state);
+      // Shown, the page keeps asking (so that silence while hidden means something).
+      const whileShown = overviews.length;
+      await expect.poll(() => overviews.length, { timeout: 30_000 }).toBeGreaterThan(whileShown + 1);
       await setVisibility('hidden');
       await new Promise((resolve) => setTimeout(resolve, 2_000));
       const whileHidden = overviews.length;
