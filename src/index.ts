@@ -51,6 +51,8 @@ export {
 export type { Logger } from './core/logger.js';
 export type { Inbox, InboxHandler, InboxMessage, InboxOutcome } from './core/inbox/inbox.js';
 export type { InboxOptions } from './core/inbox/options.js';
+export type { InboxProcessOptions, StoredMessage } from './core/inbox/process.js';
+export type { StoreMessage, StoreOutcome } from './core/inbox/store.js';
 export type { InboxOrder } from './core/inbox/order.js';
 export {
   MissingMessageIdError,

@@ -12,8 +12,11 @@ export interface OutboxerOptions<Tx, Sync extends boolean> {
   database: DatabaseAdapter<Tx, Sync>;
   /** The outboxes by name. May be left out (or empty) by a consumer that configures `inboxes`. */
   outboxes?: Record<string, OutboxOptions>;
-  /** The inboxes by name (see docs/inbox.md): `inbox(name).handle(tx, message, handler)`. */
-  inboxes?: Record<string, InboxOptions>;
+  /**
+   * The inboxes by name (see docs/inbox.md): `inbox(name).handle(tx, message, handler)`, or, with
+   * a `process` option, `inbox(name).store(tx, message)` and processing in order by relaying nodes.
+   */
+  inboxes?: Record<string, InboxOptions<Tx, Sync>>;
   /** Default true. False makes a publish-only instance: no workers, no connections of its own. */
   relay?: boolean;
   /** `'manual'`: no workers; deliver with `drain()` in tests. */

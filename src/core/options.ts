@@ -113,7 +113,7 @@ export interface InstanceSettings {
   readonly logger: Logger;
 }
 
-const OUTBOX_KEYS = [
+export const OUTBOX_KEYS = [
   'relay',
   'ordering',
   'partitions',
@@ -203,13 +203,38 @@ export const MAX_KEEP_SECONDS = 100 * 365 * 86_400;
 /** Largest payload: one value has to fit a driver's parameter and a JSON string with room to spare. */
 export const MAX_PAYLOAD_BYTES = 64 * 1024 * 1024;
 
+/**
+ * The name of the outbox behind an inbox's `process` option: `inbox:<inbox name>`. A configured
+ * outbox cannot take it on a relaying instance (its names have no `:`), so nothing but the inbox
+ * relays it; operator tools (`relay: false`: the CLI, a dashboard) may name it to read it.
+ */
+export const INBOX_OUTBOX_PREFIX = 'inbox:';
+
 export function resolveOutbox(
   name: string,
   raw: unknown,
   instance: { relaying: boolean; schema: string | undefined },
 ): ResolvedOutbox {
   const path = `outboxes.${name}`;
-  validateIdentifier(name, `${path} (the outbox name)`, /^[A-Za-z0-9_.-]{1,100}$/);
+  const inboxOutbox = !instance.relaying && typeof name === 'string' && name.startsWith(INBOX_OUTBOX_PREFIX);
+  validateIdentifier(
+    inboxOutbox ? name.slice(INBOX_OUTBOX_PREFIX.length) : name,
+    `${path} (the outbox name)`,
+    inboxOutbox ? /^[A-Za-z0-9_.-]{1,94}$/ : /^[A-Za-z0-9_.-]{1,100}$/,
+  );
+  return resolveOutboxOptions(name, raw, instance, path);
+}
+
+/**
+ * The options of an outbox whose name is already checked, read under `path` (`outboxes.orders`,
+ * or `inboxes.payments.process` for the outbox behind an inbox).
+ */
+export function resolveOutboxOptions(
+  name: string,
+  raw: unknown,
+  instance: { relaying: boolean; schema: string | undefined },
+  path: string,
+): ResolvedOutbox {
   if (!isPlainObject(raw)) throw invalidOption(path, 'an object of outbox options', raw);
   rejectUnknownKeys(path, raw, OUTBOX_KEYS);
 

@@ -27,13 +27,13 @@ import {
   invalidOption,
   rejectUnknownKeys,
   resolveInstance,
-  resolveOutbox,
   type InstanceSettings,
   type ResolvedOutbox,
 } from './options.js';
 import { Publisher } from './publisher.js';
 import type { Envelope } from './relay.js';
 import { RelayingNode } from './relaying.js';
+import { addInboxOutboxes, resolveOutboxes } from './outboxes.js';
 import { drainOutbox, mergeDrainResults, type DrainOptions, type DrainResult } from './testing.js';
 
 export type {
@@ -97,10 +97,15 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     if (options.publishHeaders !== undefined && typeof options.publishHeaders !== 'function') {
       throw invalidOption('publishHeaders', 'a function returning headers', options.publishHeaders);
     }
+    const adapter = options.database as DatabaseAdapter<unknown, boolean>;
+    const processed = new Map<string, Inbox<unknown, boolean>>();
+    const inboxes = resolveInboxes(options.inboxes, this.settings.schema, (name) => processed.get(name)!);
+    const outboxes = resolveOutboxes(adapter, this.settings, options.outboxes, options.inboxes !== undefined);
+    addInboxOutboxes(adapter, outboxes, inboxes);
     this.instance = new Instance(
       options.database,
       this.settings,
-      resolveOutboxes(options.database, this.settings, options.outboxes, options.inboxes !== undefined),
+      outboxes,
       this.settings.logger,
       this.settings.nodeId ?? `${this.settings.name}:${randomUUID()}`,
     );
@@ -118,16 +123,30 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
       options.publishHeaders,
       wakesItself ? (partitions) => this.relaying.published(partitions) : undefined,
     );
-    const inboxes = resolveInboxes(options.inboxes, this.settings.schema);
+    const publisher = this.publisher as Publisher<unknown, boolean>;
     this.inboxes = new Map(
-      [...inboxes.values()].map((inbox) => [
-        inbox.name,
-        {
-          options: inbox,
-          inbox: new Inbox(options.database as DatabaseAdapter<unknown, boolean>, inbox, this.settings.name),
-        },
-      ]),
+      [...inboxes.values()].map((inbox) => {
+        const storage =
+          inbox.process === undefined
+            ? undefined
+            : {
+                outbox: inbox.process.outbox.name,
+                publish: (tx: unknown, input: PublishInput) => publisher.publish(tx, input),
+              };
+        return [
+          inbox.name,
+          { options: inbox, inbox: new Inbox(adapter, inbox, this.settings.name, storage) },
+        ];
+      }),
     );
+    // What a process option processed is recorded as handled by an inbox of its own, inbox:<name>:
+    // user inboxes' names have no ':', so their records never meet.
+    // (inbox(name).prune() prunes those records with the inbox's own.)
+    for (const { options: inbox } of this.inboxes.values()) {
+      if (inbox.process === undefined) continue;
+      const options = Object.freeze({ ...inbox, name: inbox.process.outbox.name, process: undefined });
+      processed.set(inbox.name, new Inbox(adapter, options, this.settings.name));
+    }
     this.inboxPruner = new InboxPruner([...this.inboxes.values()], this.settings.logger);
   }
 
@@ -356,33 +375,4 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     await this.stop();
     await this.relaying.stopDestinations();
   }
-}
-
-/** Every outbox's options, resolved and checked against what the database can do. */
-function resolveOutboxes(
-  adapter: DatabaseAdapter<unknown, boolean>,
-  settings: InstanceSettings,
-  raw: unknown,
-  hasInboxes: boolean,
-): Map<string, ResolvedOutbox> {
-  // A consumer with inboxes only may leave the outboxes out.
-  if (hasInboxes && raw === undefined) return new Map();
-  const empty = typeof raw === 'object' && raw !== null && Object.keys(raw).length === 0;
-  if (typeof raw !== 'object' || raw === null || Array.isArray(raw) || (empty && !hasInboxes)) {
-    throw invalidOption('outboxes', 'an object with at least one outbox, e.g. { orders: { relay } }', raw);
-  }
-  const relaying = settings.relay || settings.testing === 'manual';
-  const resolved = new Map<string, ResolvedOutbox>();
-  for (const [name, options] of Object.entries(raw)) {
-    const outbox = resolveOutbox(name, options, { relaying, schema: settings.schema });
-    if (outbox.notify && !adapter.dialect.capabilities.notifications) {
-      throw invalidOption(
-        `outboxes.${name}.notify`,
-        `false on ${adapter.dialect.name} (it has no notifications)`,
-        outbox.notify,
-      );
-    }
-    resolved.set(name, outbox);
-  }
-  return resolved;
 }

@@ -13,6 +13,8 @@ import { channels, emit } from '../telemetry.js';
 import type { InboxGroupPosition, InboxRecord } from './dialect.js';
 import { IN_ORDER, orderOf, sequenceText, type InboxOrder } from './order.js';
 import type { ResolvedInbox } from './options.js';
+import { storedInput, type StoreMessage, type StoreOutcome } from './store.js';
+import type { PublishInput } from '../api.js';
 
 /** A received message's identity. */
 export interface InboxMessage {
@@ -65,12 +67,48 @@ export const MAX_INBOX_SOURCE_LENGTH = 255;
 /** Savepoint names are unique per process, so handles can nest (a handler that handles another message). */
 let savepoints = 0;
 
+/** Where an inbox with a `process` option stores messages: its backing outbox, and publish. */
+export interface InboxStorage<Tx, Sync extends boolean> {
+  readonly outbox: string;
+  publish(tx: Tx, input: PublishInput): MaybePromise<number, Sync>;
+}
+
 export class Inbox<Tx, Sync extends boolean> {
   constructor(
     private readonly adapter: DatabaseAdapter<Tx, Sync>,
     private readonly inbox: ResolvedInbox,
     private readonly instance: string,
+    private readonly storage?: InboxStorage<Tx, Sync>,
   ) {}
+
+  /**
+   * The outbox that holds this inbox's stored messages (`inbox:<name>`), for `counts`,
+   * `listPending`, `listDead`, `retryDead`, `discard` and the CLI; undefined without a `process`
+   * option.
+   */
+  get outbox(): string | undefined {
+    return this.storage?.outbox;
+  }
+
+  /**
+   * Store, then process: records the message's identity as `handle` does and, when it is new,
+   * stores the message in the same transaction, for the `process` option's handler to process
+   * later, in order per group. Returns `{ duplicate: false, value: <stored id> }` or, for a message
+   * stored before, `{ duplicate: true, handledAt }` with nothing written. Commit, then acknowledge
+   * the broker. Throws `INVALID_STATE` for an inbox without a `process` option; a bad message
+   * (`INVALID_MESSAGE`, `PAYLOAD_TOO_LARGE`…) writes nothing.
+   */
+  store(tx: Tx, message: StoreMessage): MaybePromise<StoreOutcome, Sync> {
+    const storage = this.storage;
+    if (storage === undefined) {
+      throw new OutboxerError(
+        'INVALID_STATE',
+        `Inbox "${this.inbox.name}" has no process option: give it inboxes.${this.inbox.name}.process = { transaction, handler } to store messages, or handle them with handle().`,
+      );
+    }
+    const input = storedInput(this.inbox.name, storage.outbox, message);
+    return this.handle(tx, message, () => storage.publish(tx, input) as never);
+  }
 
   /**
    * Runs `handler` inside `tx` unless this message was handled before, recording it as handled in
@@ -100,17 +138,21 @@ export class Inbox<Tx, Sync extends boolean> {
 
   /**
    * Deletes the ids handled longer than the retention ago, and the groups' highest sequences not
-   * moved for as long; how many ids. Relaying nodes call it on a timer.
+   * moved for as long (with a `process` option, the stored ids and the processed ones); how many
+   * ids. Relaying nodes call it on a timer.
    */
   async prune(now = Date.now()): Promise<number> {
     const { inbox } = this.adapter.dialect;
     const before = now - this.inbox.keepSeconds * 1000;
-    const pruned = await this.pruneAll((limit) =>
-      inbox.pruneHandled(this.inbox.table, this.inbox.name, before, limit),
-    );
-    const groups = await this.pruneAll((limit) =>
-      inbox.pruneGroups(this.inbox.table, this.inbox.name, before, limit),
-    );
+    let pruned = 0;
+    let groups = 0;
+    // With a process option, what was processed is recorded under inbox:<name>: kept as long.
+    for (const name of this.storage === undefined
+      ? [this.inbox.name]
+      : [this.inbox.name, this.storage.outbox]) {
+      pruned += await this.pruneAll((limit) => inbox.pruneHandled(this.inbox.table, name, before, limit));
+      groups += await this.pruneAll((limit) => inbox.pruneGroups(this.inbox.table, name, before, limit));
+    }
     emit(channels.inboxPrune, () => ({ instance: this.instance, inbox: this.inbox.name, pruned, groups }));
     return pruned;
   }
