@@ -11,6 +11,7 @@ import { Outboxer } from 'outboxer';
 import { nodePostgres, type PgTransactionClient } from 'outboxer/pg';
 import { sqsRelay, sqsReceiver, type SqsReceivedMessageLike } from 'outboxer/sqs';
 import { postgresFixture } from '../support/databases.js';
+import { waitUntil } from '../support/random.js';
 import {
   clear,
   consumerOf,
@@ -214,4 +215,59 @@ test('a message without outboxer attributes is refused and left in the queue, un
   expect(await effects(fixture)).toEqual([
     { message_id: MessageId, group_key: null, payload: { foreign: 1 } },
   ]);
+});
+
+test('store: true deletes each message once stored; the inbox processes them later, once each, in group order', async () => {
+  const queueUrl = await createQueue();
+  const producer = new Outboxer({
+    database: nodePostgres(fixture.pool),
+    testing: 'manual',
+    logger: false,
+    outboxes: { orders: { table: 'sqs_outbox', relay: sqsRelay({ client, queueUrl, commands: sqs }) } },
+  });
+  await producer.migrate();
+  const ids = (await fixture.transaction((tx) => producer.publishMany(tx, published))).map(String);
+  expect((await producer.drain('orders')).pending).toBe(0);
+  await producer.close();
+
+  const stored = new Outboxer({
+    database: nodePostgres(fixture.pool),
+    logger: false,
+    inboxes: {
+      sqsStored: {
+        process: {
+          transaction: runner.transaction,
+          handler: (message, tx) => recordEffect(tx, message.id, message.groupKey, message.payload),
+          partitions: 2,
+          pollInterval: 20,
+        },
+      },
+    },
+  });
+  await stored.migrate();
+  runner.failCommit = true; // the first store's commit fails: that message is not deleted
+  const receive = sqsReceiver({
+    outboxer: stored,
+    inbox: 'sqsStored',
+    client,
+    queueUrl,
+    commands: sqs,
+    transaction: runner.transaction,
+    store: true,
+  });
+  const errors = await consumeUntil(queueUrl, receive, () => queueIsEmpty(queueUrl));
+  expect(String(errors[0])).toBe('Error: the commit failed');
+  // The queue is empty and nothing was processed yet: every message is stored, once.
+  expect(await effects(fixture)).toEqual([]);
+  expect((await stored.counts('inbox:sqsStored')).pending).toBe(ids.length);
+  expect((await stored.listPending('inbox:sqsStored')).map((m) => (m.payload as { id: string }).id)).toEqual(
+    expect.arrayContaining(ids),
+  );
+  await stored.start();
+  try {
+    await waitUntil(async () => (await stored.counts('inbox:sqsStored')).pending === 0, 30_000, 'processed');
+    expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
+  } finally {
+    await stored.stop();
+  }
 });

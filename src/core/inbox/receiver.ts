@@ -62,8 +62,19 @@ export interface ReceiverOptions<
   inbox: string;
   /** Opens, commits and rolls back the transaction each message is handled in. */
   transaction: TransactionRunner<Tx, Sync>;
-  /** What a new message does. */
-  handler: ReceiverHandler<M, Tx, Sync>;
+  /**
+   * What a new message does. Required, unless `store: true` (the inbox's `process.handler` does
+   * the work then, later).
+   */
+  handler?: ReceiverHandler<M, Tx, Sync>;
+  /**
+   * `true`: store each new message with `inbox.store` (its payload, headers and type) instead of
+   * handling it, and acknowledge once stored; the inbox's `process` option processes it later, in
+   * order per group. For handlers too slow to run while the broker waits (SQS visibility, a
+   * webhook sender's timeout). Needs an inbox with a `process` option; no `handler` then.
+   * Default false. See "Store, then process" in docs/inbox.md.
+   */
+  store?: boolean;
   /**
    * The id of a message that carries no `outboxer-id` (one another producer sent): return a
    * string or a safe integer unique at its source, or undefined to refuse it with
@@ -145,15 +156,23 @@ export class InboxReceiver<M, Sync extends boolean, Raw = M> {
   readonly source: string | undefined;
   private readonly inbox: Inbox<unknown, Sync>;
   private readonly transaction: (work: (tx: unknown) => unknown) => unknown;
-  private readonly handler: (message: M, tx: unknown, order: InboxOrder) => unknown;
+  private readonly handler: ((message: M, tx: unknown, order: InboxOrder) => unknown) | undefined;
   private readonly id: ((message: Raw) => unknown) | undefined;
+  /** With `store: true`, what of a message is stored; undefined when the receiver handles. */
+  private readonly stored: ((message: M) => StoredParts) | undefined;
 
   /**
    * Checks the shared options (`what` names the receiver in messages, e.g. `webhookReceiver`)
    * and rejects keys that are neither shared nor in `ownKeys`. `withId: false` for a receiver
    * whose messages always carry their id (the webhook's is signed): it takes no `id` option.
    */
-  constructor(what: string, raw: unknown, ownKeys: readonly string[], withId = true) {
+  constructor(
+    what: string,
+    raw: unknown,
+    ownKeys: readonly string[],
+    withId = true,
+    storedParts: (message: M) => StoredParts = receivedParts as (message: M) => StoredParts,
+  ) {
     if (!isPlainObject(raw)) throw invalidOption(what, 'an options object', raw);
     rejectUnknownKeys(what, raw, [...RECEIVER_KEYS.filter((k) => withId || k !== 'id'), ...ownKeys]);
     const outboxer = raw.outboxer as ReceiverOptions<M, unknown, Sync>['outboxer'] | undefined;
@@ -166,15 +185,30 @@ export class InboxReceiver<M, Sync extends boolean, Raw = M> {
         'the name of an inbox in the instance’s inboxes option',
         raw.inbox,
       );
-    for (const key of ['transaction', 'handler'] as const) {
-      if (typeof raw[key] !== 'function') throw invalidOption(`${what}.${key}`, 'a function', raw[key]);
-    }
+    if (raw.store !== undefined && typeof raw.store !== 'boolean')
+      throw invalidOption(`${what}.store`, 'true or false', raw.store);
+    const store = raw.store === true;
+    if (typeof raw.transaction !== 'function')
+      throw invalidOption(`${what}.transaction`, 'a function', raw.transaction);
+    if (store ? raw.handler !== undefined : typeof raw.handler !== 'function')
+      throw invalidOption(
+        `${what}.handler`,
+        store ? "left out with store: true (the inbox's process.handler processes)" : 'a function',
+        raw.handler,
+      );
     if (raw.source !== undefined && typeof raw.source !== 'string')
       throw invalidOption(`${what}.source`, 'a string', raw.source);
     if (raw.id !== undefined && typeof raw.id !== 'function')
       throw invalidOption(`${what}.id`, 'a function (message) => id', raw.id);
     // Looked up now: a misspelt inbox fails at start-up (UNKNOWN_INBOX), not at the first message.
     this.inbox = outboxer.inbox(raw.inbox) as Inbox<unknown, Sync>;
+    if (store && this.inbox.outbox === undefined)
+      throw invalidOption(
+        `${what}.store`,
+        `false for inbox "${raw.inbox}", which has no process option (give it inboxes.${raw.inbox}.process to store)`,
+        true,
+      );
+    this.stored = store ? storedParts : undefined;
     this.inboxName = raw.inbox;
     this.what = what;
     this.source = raw.source as string | undefined;
@@ -212,11 +246,26 @@ export class InboxReceiver<M, Sync extends boolean, Raw = M> {
     // after a later one of its group. An id of another producer (the `id` option) says nothing of order.
     if (found.id !== undefined && found.groupKey !== null && /^\d{1,19}$/.test(found.id))
       identity.sequence = found.id;
+    const stored = this.stored?.(message);
     const outcome = (await this.transaction((tx) =>
-      this.inbox.handle(tx, identity, (order) => this.handler(message, tx, order) as never),
+      stored === undefined
+        ? this.inbox.handle(tx, identity, (order) => this.handler!(message, tx, order) as never)
+        : this.inbox.store(tx, { ...identity, ...stored }),
     )) as InboxOutcome<unknown>;
     return { ...outcome, id: text, source: found.source };
   }
 }
 
-const RECEIVER_KEYS = ['outboxer', 'inbox', 'transaction', 'handler', 'id', 'source'];
+const RECEIVER_KEYS = ['outboxer', 'inbox', 'transaction', 'handler', 'id', 'source', 'store'];
+
+/** What `store: true` keeps of a delivery: its body, headers and type. */
+export interface StoredParts {
+  readonly payload: unknown;
+  readonly headers: Readonly<Record<string, string>>;
+  readonly type: string | null;
+}
+
+/** The stored parts of a broker receiver's message ({@link ReceivedMessage}); a body that is not JSON is kept as null. */
+function receivedParts(message: ReceivedMessage<unknown>): StoredParts {
+  return { payload: message.payload ?? null, headers: message.headers, type: message.type };
+}

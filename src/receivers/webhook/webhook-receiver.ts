@@ -6,7 +6,7 @@
  * answer alike.
  */
 import { describeError, isOutboxerError, OutboxerError } from '../../core/errors.js';
-import { InboxReceiver, type ReceiverOptions } from '../../core/inbox/receiver.js';
+import { InboxReceiver, type ReceiverOptions, type StoredParts } from '../../core/inbox/receiver.js';
 import { integerOption, invalidOption } from '../../core/options.js';
 import { OUTBOXER_HEADERS } from '../../relays/shared/headers.js';
 import {
@@ -108,6 +108,9 @@ const WHAT = 'webhookReceiver';
  * - Runs `handler(webhook, tx)` inside `transaction`, through `outboxer.inbox(inbox).handle`
  *   with the `webhook-id` as id: a message delivered again (a retry after a lost answer, a replay
  *   within the tolerance) is recognised and not handled twice.
+ * - With `store: true`, stores the webhook instead (`inbox.store`: its body, its `webhook-id`,
+ *   `webhook-timestamp` and `outboxer-*` headers) for the inbox's `process` option to process
+ *   later, in order per group, and answers as soon as that committed.
  * - Answers 204 only after the transaction committed, so a request the relay sees succeed has its
  *   effect stored. A handler or transaction that fails is answered 500 (the relay retries) and
  *   logged through the instance's logger; a signed body that is not JSON, 400; not a POST, 405.
@@ -125,7 +128,7 @@ export function webhookReceiver<OutboxerTx, Sync extends boolean, Tx extends Out
   options: WebhookReceiverOptions<OutboxerTx, Sync, Tx>,
 ): WebhookReceiver {
   // No `id` option: the signed webhook-id is the id, always there once the signature matched.
-  const receiver = new InboxReceiver<ReceivedWebhook, Sync>(WHAT, options, WEBHOOK_KEYS, false);
+  const receiver = new InboxReceiver<ReceivedWebhook, Sync>(WHAT, options, WEBHOOK_KEYS, false, storedParts);
   const secret = checkSecret(options.secret);
   const tolerance = integerOption(`${WHAT}.tolerance`, options.tolerance, 300, 0, 86_400);
   const source = receiver.source ?? '';
@@ -202,6 +205,20 @@ export function webhookReceiver<OutboxerTx, Sync extends boolean, Tx extends Out
     return toResponse(await answer({ method: request.method, headers: request.headers, body }));
   };
   return Object.assign(handle, { answer, maxBodyBytes });
+}
+
+/**
+ * What `store: true` keeps of a webhook: its body, and of its headers only the sender's
+ * `webhook-id` and `webhook-timestamp` and outboxer's `outboxer-*` (not the signature, nor what
+ * a proxy or a browser adds: cookies, credentials).
+ */
+function storedParts(webhook: ReceivedWebhook): StoredParts {
+  const headers: Record<string, string> = {};
+  for (const [name, value] of Object.entries(webhook.headers)) {
+    if (name === WEBHOOK_HEADERS.id || name === WEBHOOK_HEADERS.timestamp || name.startsWith('outboxer-'))
+      headers[name] = value;
+  }
+  return { payload: webhook.body, headers, type: null };
 }
 
 function checkSecret(secret: unknown): string | readonly string[] {
