@@ -12,7 +12,7 @@
  *
  * Postgres and MySQL run the same rows (publish, relay, poll with counts and prune, latency), each
  * beside its own plain SQL (bench/postgres.ts, bench/mysql.ts); memory, peers, dashboard and inbox run
- * on Postgres only. Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox
+ * on Postgres only. Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox,inbox-store
  * (a subset),
  * BENCH_OUT=<file> (where the report goes; default docs/benchmarks.md, each database between its
  * own markers, or outboxer-benchmarks-quick-<db>.md in the temp directory for quick runs),
@@ -24,7 +24,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchContext } from './context.js';
 import { dashboardRows } from './dashboard.js';
-import { inboxRows } from './inbox.js';
+import { inboxRows, inboxStoreRows } from './inbox.js';
 import type { BenchDatabase } from './database.js';
 import { latencyRows } from './latency.js';
 import { memoryRows } from './memory.js';
@@ -82,6 +82,7 @@ const POSTGRES_GROUPS: Array<Group<PostgresBench>> = [
   ['peers', peerRows],
   ['dashboard', dashboardRows],
   ['inbox', inboxRows],
+  ['inbox-store', inboxStoreRows],
 ];
 
 /** Runs each selected group; returns how many failed (each failure is a row of the report). */
