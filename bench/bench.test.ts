@@ -56,6 +56,7 @@ describe('npm run bench, BENCH_QUICK=1', () => {
       'pg-boss',
       'in order per key',
       'Inbox `handle`, 1 message per transaction, 10 writers',
+      'Inbox store, then process',
     ]) {
       expect(run.report).toContain(row);
     }
