@@ -7,7 +7,11 @@
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, isOutboxerError, type StoreMessage } from 'outboxer';
-import { fixtures, type Fixture } from '../support/databases.js';
+import {
+  engineFixtures,
+  reportSkippedFixtures,
+  type EngineFixture as Fixture,
+} from '../support/databases.js';
 import type { AnyOutboxer } from '../support/inbox.js';
 import { EFFECTS_TABLE, effectsOf, processOn, runnerOf, storeAll } from '../support/inbox-store.js';
 import { waitUntil } from '../support/random.js';
@@ -16,7 +20,7 @@ const TABLE = 'store_inbox';
 /** Fast retries: the tests wait for outcomes, never for time. */
 const QUICK = { pollInterval: 20, backoff: { min: 5, max: 40 } };
 
-describe.each(fixtures)('store, then process on $name', ({ make }) => {
+describe.each(engineFixtures)('store, then process on $name', ({ make }) => {
   let fixture: Fixture;
   const running: AnyOutboxer[] = [];
 
@@ -63,7 +67,12 @@ describe.each(fixtures)('store, then process on $name', ({ make }) => {
   });
 
   test('store dedupes on (source, id); counts and listPending see the backing outbox', async () => {
-    const outboxer = await consumer('listed', processOn(fixture, 'listed'), { start: false });
+    // Its own table: migrate() creates it.
+    const outboxer = await consumer(
+      'listed',
+      { ...processOn(fixture, 'listed'), table: 'stored_messages' },
+      { start: false },
+    );
     const inbox = outboxer.inbox('listed');
     expect(inbox.outbox).toBe('inbox:listed');
     const [first, second] = await storeAll(fixture, outboxer, 'listed', [
@@ -246,6 +255,8 @@ describe.each(fixtures)('store, then process on $name', ({ make }) => {
     );
   });
 });
+
+reportSkippedFixtures('store, then process');
 
 describe('the process option', () => {
   // Options are checked at construction, before any SQL: a stand-in adapter is enough.

@@ -4,7 +4,7 @@
  * `store` inside a transaction of the fixture that commits or rolls back.
  */
 import type { InboxOrder, StoredMessage, StoreMessage, StoreOutcome } from 'outboxer';
-import type { Fixture } from './databases.js';
+import type { EngineFixture as Fixture } from './databases.js';
 import type { AnyOutboxer } from './inbox.js';
 
 /** One effect row: which inbox's handler wrote it, the message's group and position, and `n`. */
@@ -35,12 +35,10 @@ export function processOn(
     ++n,
   ];
   if (fixture.kind === 'sqlite') {
-    const db = fixture.db;
     return {
-      transaction: (runner ??
-        ((work: (tx: unknown) => unknown) => db.transaction(() => work(db))())) as never,
-      handler: ((message: StoredMessage, tx: typeof db, order: InboxOrder) => {
-        tx.prepare(text).run(...values(message));
+      transaction: (runner ?? runnerOf(fixture)) as never,
+      handler: ((message: StoredMessage, tx: SqliteDatabase, order: InboxOrder) => {
+        tx.prepare(text).run(...(values(message) as never[]));
         const error = verdict(message, order);
         if (error) throw error;
       }) as never,
@@ -59,8 +57,29 @@ export function processOn(
 
 /** The fixture's own transaction runner, for a test that wraps it. */
 export function runnerOf(fixture: Fixture): (work: (tx: unknown) => unknown) => unknown {
-  if (fixture.kind === 'sqlite') return (work) => fixture.db.transaction(() => work(fixture.db))();
-  return fixture.transaction as (work: (tx: unknown) => unknown) => unknown;
+  if (fixture.kind !== 'sqlite') return fixture.transaction as (work: (tx: unknown) => unknown) => unknown;
+  const db = fixture.db as unknown as SqliteDatabase;
+  // better-sqlite3's own transaction function; node:sqlite's BEGIN … COMMIT around the work.
+  if (db.transaction !== undefined) return (work) => db.transaction!(() => work(db))();
+  return (work) => {
+    db.exec('BEGIN');
+    try {
+      const value = work(db);
+      db.exec('COMMIT');
+      return value;
+    } catch (error) {
+      if (db.isTransaction) db.exec('ROLLBACK');
+      throw error;
+    }
+  };
+}
+
+/** What the suites use of a better-sqlite3 or node:sqlite database. */
+interface SqliteDatabase {
+  prepare(text: string): { run(...values: never[]): unknown };
+  exec(text: string): unknown;
+  transaction?: (fn: () => unknown) => () => unknown;
+  readonly isTransaction?: boolean;
 }
 
 interface Queryable {
@@ -81,7 +100,7 @@ export async function storeAll(
   const target = outboxer.inbox(inbox);
   try {
     if (fixture.kind === 'sqlite') {
-      await fixture.transaction((db) => {
+      await (fixture.transaction as (work: (db: unknown) => void) => Promise<void>)((db) => {
         for (const message of messages) outcomes.push(target.store(db as never, message) as StoreOutcome);
         if (options.rollback) throw new Rollback();
       });
