@@ -220,6 +220,21 @@ describe.each(engineFixtures)('store, then process on $name', ({ make }) => {
     expect(await inboxRows('inbox:pruned')).toBe(0);
   });
 
+  test('in manual testing mode, drain() processes what was stored', async () => {
+    const outboxer = new Outboxer({
+      database: fixture.database,
+      testing: 'manual',
+      logger: false,
+      inboxes: { drained: { table: TABLE, process: processOn(fixture, 'drained') } },
+    }) as AnyOutboxer;
+    await outboxer.migrate();
+    await storeAll(fixture, outboxer, 'drained', [message('g', 1), message('g', 2)]);
+    const drained = await outboxer.drain('inbox:drained');
+    expect([drained.delivered.length, drained.pending]).toEqual([2, 0]);
+    expect(await effectsOf(fixture, 'drained')).toEqual({ g: [1, 2] });
+    await outboxer.close();
+  });
+
   test('bad input gets typed errors and writes nothing', async () => {
     const outboxer = await consumer(
       'strict',

@@ -99,15 +99,20 @@ export class Inbox<Tx, Sync extends boolean> {
    * (`INVALID_MESSAGE`, `PAYLOAD_TOO_LARGE`…) writes nothing.
    */
   store(tx: Tx, message: StoreMessage): MaybePromise<StoreOutcome, Sync> {
-    const storage = this.storage;
-    if (storage === undefined) {
-      throw new OutboxerError(
-        'INVALID_STATE',
-        `Inbox "${this.inbox.name}" has no process option: give it inboxes.${this.inbox.name}.process = { transaction, handler } to store messages, or handle them with handle().`,
-      );
-    }
-    const input = storedInput(this.inbox.name, storage.outbox, message);
-    return this.handle(tx, message, () => storage.publish(tx, input) as never);
+    const store = () => {
+      const storage = this.storage;
+      if (storage === undefined) {
+        throw new OutboxerError(
+          'INVALID_STATE',
+          `Inbox "${this.inbox.name}" has no process option: give it inboxes.${this.inbox.name}.process = { transaction, handler } to store messages, or handle them with handle().`,
+        );
+      }
+      const input = storedInput(this.inbox.name, storage.outbox, message);
+      return this.handle(tx, message, () => storage.publish(tx, input) as never);
+    };
+    // Refusals are thrown where the outcome is returned: synchronously, or as a rejected promise.
+    if (this.adapter.sync) return store();
+    return (async () => store())() as unknown as MaybePromise<StoreOutcome, Sync>;
   }
 
   /**
