@@ -28,6 +28,13 @@ import { channels, emit } from './telemetry.js';
 /** Rows one prune statement deletes at most: the pruner loops until a batch comes back short. */
 const PRUNE_BATCH = 10_000;
 
+/**
+ * How often an operator's change is run again after the database rolled it back to break a
+ * deadlock with the relays (MySQL's settles and a discard can lock the same rows in two orders):
+ * the change is one transaction of fixed statements, so running it again is safe.
+ */
+const CONFLICT_ATTEMPTS = 3;
+
 export class Administration {
   private readonly onDeadChecked = new Set<string>();
 
@@ -158,7 +165,7 @@ export class Administration {
     // Revived messages keep their ids, below the workers' cursors: the count makes them look.
     const first = rewind(dialect, o);
     const revive = dialect.retryDead(o.table, o.name, ids, o.onDead === 'park', Date.now());
-    const results = await this.adapter.executeAtomically([...first, ...queriesOf(revive)]);
+    const results = await this.atomically([...first, ...queriesOf(revive)]);
     return readResults(revive, results.slice(first.length));
   }
 
@@ -172,12 +179,23 @@ export class Administration {
     const first = rewind(dialect, o);
     const remove = dialect.discard(o.table, o.name, checked);
     const removing = queriesOf(remove);
-    const results = await this.adapter.executeAtomically([
+    const results = await this.atomically([
       ...first,
       ...removing,
       dialect.releaseOrphanedHolds(o.table, o.name, o.onDead === 'park'),
     ]);
     return readResults(remove, results.slice(first.length, first.length + removing.length));
+  }
+
+  /** Runs one transaction, again when the database broke a deadlock by rolling it back. */
+  private async atomically(queries: readonly SqlQuery[]) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.adapter.executeAtomically(queries);
+      } catch (error) {
+        if (attempt >= CONFLICT_ATTEMPTS || !this.adapter.dialect.isConflict(error)) throw error;
+      }
+    }
   }
 
   /** Once per outbox: this instance's `onDead` matches the relaying nodes' (see checkRecordedOnDead). */

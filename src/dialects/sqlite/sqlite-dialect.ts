@@ -48,6 +48,7 @@ export const sqliteDialect = Object.freeze({
     pollCursor: false,
     rejectsNulCharacters: false,
   }),
+  isConflict: () => false,
   schema: sqliteSchema,
   migrationLock,
   insert,
