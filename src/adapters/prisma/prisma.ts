@@ -109,15 +109,18 @@ export function prisma(
     // rows a statement changes without the gaps beside them; Postgres' default is READ COMMITTED.
     ...(mysql ? { isolationLevel: 'ReadCommitted' as const } : {}),
   };
-  const own: EngineSide = {
-    execute: (query) => run(client, query),
-    executeAtomically: async (queries) =>
-      client.$transaction(async (tx) => {
-        const results: Row[][] = [];
-        for (const query of queries) results.push(await run(tx, query));
-        return results;
-      }, transactionOptions),
-  };
+  const own: EngineSide =
+    mysql && readsBinaryTextAsBytes(client)
+      ? refusingRelaySide
+      : {
+          execute: (query) => run(client, query),
+          executeAtomically: async (queries) =>
+            client.$transaction(async (tx) => {
+              const results: Row[][] = [];
+              for (const query of queries) results.push(await run(tx, query));
+              return results;
+            }, transactionOptions),
+        };
   return {
     dialect,
     sync: false,
@@ -150,6 +153,39 @@ function chooseDialect(provider: string | undefined, name: unknown): Dialect {
     );
   }
   return chooseOrmDialect('prisma.dialect', name, detected, `the client was generated for ${provider}`);
+}
+
+/**
+ * Whether the client is Prisma 6 on its MariaDB driver adapter, which types every text column with
+ * a binary collation as bytes and then refuses the string the connector returns for it
+ * ("Cannot serialize value of type string as Bytes"; fixed in Prisma 7 by prisma/orm#29238;
+ * no 6.x has the fix). Outboxer's MySQL tables are utf8mb4_bin: the relay side, which reads them,
+ * cannot run on that client, while publishing only writes.
+ */
+function readsBinaryTextAsBytes(client: PrismaClientLike): boolean {
+  // Not public API: the version the client was generated with, and its driver adapter.
+  const { _clientVersion: version, _engineConfig: config } = client as {
+    _clientVersion?: unknown;
+    _engineConfig?: { adapter?: { adapterName?: unknown } };
+  };
+  return (
+    typeof version === 'string' &&
+    version.startsWith('6.') &&
+    config?.adapter?.adapterName === '@prisma/adapter-mariadb'
+  );
+}
+
+/** The relay side of a Prisma 6 client on @prisma/adapter-mariadb: it refuses, naming the way out. */
+const refusingRelaySide: EngineSide = {
+  execute: refuseRelaySide,
+  executeAtomically: refuseRelaySide,
+};
+
+async function refuseRelaySide(): Promise<never> {
+  throw new OutboxerError(
+    'DATABASE_UNSUPPORTED',
+    'prisma(client): Prisma 6\'s @prisma/adapter-mariadb cannot read outboxer\'s tables (it types their utf8mb4_bin text as bytes, then fails with "Cannot serialize value of type string as Bytes"). Publishing works; run the relay side on another adapter, relayDatabase: mysql2(pool) from outboxer/mysql2, or use Prisma 7.',
+  );
 }
 
 async function runOnPostgres(client: PrismaRawQueries, query: SqlQuery): Promise<Row[]> {
