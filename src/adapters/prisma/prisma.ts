@@ -23,7 +23,10 @@ export interface PrismaTransactionClient extends PrismaRawQueries {
   readonly $connect?: never;
 }
 
-/** The part of a `PrismaClient` (Prisma 7, with a Postgres or MySQL driver adapter) outboxer uses. */
+/**
+ * The part of a `PrismaClient` (Prisma 7, or Prisma 6.19 generated with `engineType = "client"`,
+ * with a Postgres or MySQL driver adapter) outboxer uses.
+ */
 export interface PrismaClientLike extends PrismaRawQueries {
   $connect(): PromiseLike<void>;
   $transaction<T>(
@@ -62,8 +65,9 @@ const DIALECT_OF_PROVIDER = new Map<string, OrmDialectName>([
 const UNREAD_STATEMENTS = new Set(postgresDialect.migrationLock().map((query) => query.text));
 
 /**
- * The Prisma adapter (Prisma 7 with a driver adapter): PostgreSQL with `@prisma/adapter-pg`, and
- * MySQL 8 and MariaDB 10.6+ with `@prisma/adapter-mariadb`. Publish with the `tx` of an
+ * The Prisma adapter (Prisma 7, or Prisma 6.19 with `engineType = "client"`, on a driver adapter):
+ * PostgreSQL with `@prisma/adapter-pg`, and MySQL 8 and MariaDB 10.6+ with `@prisma/adapter-mariadb`
+ * (on Prisma 6 only publishing: pass `relayDatabase: mysql2(pool)` for the relay side). Publish with the `tx` of an
  * interactive transaction, `prisma.$transaction(async (tx) => …)`; statements run through
  * `tx.$queryRawUnsafe(text, ...values)` (`$n` placeholders on Postgres, `?` on MySQL). A batch
  * transaction (`$transaction([…])`) cannot publish: it takes queries, not a callback.
