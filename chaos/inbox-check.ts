@@ -99,32 +99,102 @@ export interface InboxCheckInput {
   consumerExits: number;
 }
 
+/** A message committed into the broker outbox, as `published` holds it. */
+export interface Committed {
+  group_key: string | null;
+  seq: string | number;
+  hash: string;
+}
+
+/** An effect, as the consumers wrote it, in the order they wrote it. */
+export interface Effect {
+  message_id: string | number;
+  group_key: string | null;
+  group_seq: string | number;
+  hash: string;
+  consumer: string;
+  out_of_order: boolean;
+}
+
+export type Comparison = Pick<
+  InboxReport,
+  'missing' | 'phantom' | 'fromRolledBack' | 'reordered' | 'reportedLate' | 'corrupted' | 'examples'
+>;
+
+/** The committed messages against the effects: what is missing, foreign, late or altered. */
+export function compareEffects(
+  committed: ReadonlyMap<number, Committed>,
+  effects: readonly Effect[],
+  rolledBack: ReadonlySet<number>,
+): Comparison {
+  const result: Comparison = {
+    missing: 0,
+    phantom: 0,
+    fromRolledBack: 0,
+    reordered: 0,
+    reportedLate: 0,
+    corrupted: 0,
+    examples: [],
+  };
+  const example = (text: string): void => {
+    if (result.examples.length < 10) result.examples.push(text);
+  };
+  const seen = new Set<number>();
+  const last = new Map<string, { id: number; seq: number }>();
+  for (const e of effects) {
+    const id = Number(e.message_id);
+    seen.add(id);
+    if (e.out_of_order) {
+      result.reportedLate += 1;
+      example(`message ${id} (group ${e.group_key}) was handled late, by ${e.consumer}`);
+    }
+    const truth = committed.get(id);
+    if (truth === undefined) {
+      result.phantom += 1;
+      if (rolledBack.has(id)) result.fromRolledBack += 1;
+      example(
+        `message ${id} has an effect (by ${e.consumer}) but was ${rolledBack.has(id) ? 'rolled back' : 'never committed'}`,
+      );
+      continue;
+    }
+    if (truth.hash !== e.hash) {
+      result.corrupted += 1;
+      example(
+        `message ${id} had its effect with different content (hash ${e.hash}, published ${truth.hash})`,
+      );
+    }
+    if (e.group_key === null) continue;
+    const seq = Number(e.group_seq);
+    const before = last.get(e.group_key);
+    if (before !== undefined && (id <= before.id || seq <= before.seq)) {
+      result.reordered += 1;
+      example(`group ${e.group_key}: ${id} (seq ${seq}) took effect after ${before.id} (seq ${before.seq})`);
+    }
+    if (before === undefined || id > before.id) last.set(e.group_key, { id, seq });
+  }
+  for (const [id, truth] of committed) {
+    if (seen.has(id)) continue;
+    result.missing += 1;
+    example(`message ${id} (group ${truth.group_key}) was committed and has no effect`);
+  }
+  return result;
+}
+
 export async function checkInbox(input: InboxCheckInput): Promise<InboxReport> {
-  const published = await input.database.queryOnce<{
-    message_id: string | number;
-    group_key: string | null;
-    seq: string | number;
-    hash: string;
-  }>(
+  const published = await input.database.queryOnce<
+    Committed & { message_id: string | number; [column: string]: unknown }
+  >(
     input.appUrl,
     'SELECT message_id, group_key, seq, hash FROM published WHERE outbox = ? ORDER BY message_id',
     [input.mode.name],
     300_000,
   );
   const committed = new Map(published.map((p) => [Number(p.message_id), p]));
-  const rolledBack = readRolledBack(input.runDir);
   const client = new pg.Client({ connectionString: input.consumerUrl });
   await client.connect();
   let effects, doubled, inboxRecords;
   try {
-    ({ rows: effects } = await client.query<{
-      message_id: string;
-      group_key: string | null;
-      group_seq: string;
-      hash: string;
-      consumer: string;
-      out_of_order: boolean;
-    }>(
+    ({ rows: effects } = await client.query<Effect>(
       'SELECT message_id, group_key, group_seq, hash, consumer, out_of_order FROM effects ORDER BY effect_seq',
     ));
     doubled = (await client.query<{ n: number }>('SELECT count(*)::int AS n FROM double_effects')).rows[0]!.n;
@@ -137,67 +207,19 @@ export async function checkInbox(input: InboxCheckInput): Promise<InboxReport> {
     await client.end().catch(() => undefined);
   }
   const carried = await input.broker.recordsCarried().catch(() => undefined);
-  const report: InboxReport = {
+  return {
     broker: input.broker.label,
     outbox: input.mode.name,
     committed: committed.size,
     effects: effects.length,
-    missing: 0,
     doubled,
-    phantom: 0,
-    fromRolledBack: 0,
-    reordered: 0,
-    reportedLate: 0,
-    corrupted: 0,
     inboxRecords,
     carried: carried ?? null,
     carriedDuplicates: carried === undefined ? null : carried - committed.size,
     duplicatesAbsorbed: countEvents(input.runDir, 'duplicate'),
     consumerExits: input.consumerExits,
-    examples: [],
+    ...compareEffects(committed, effects, readRolledBack(input.runDir)),
   };
-  const example = (text: string): void => {
-    if (report.examples.length < 10) report.examples.push(text);
-  };
-  const seen = new Set<number>();
-  const last = new Map<string, { id: number; seq: number }>();
-  for (const e of effects) {
-    const id = Number(e.message_id);
-    seen.add(id);
-    if (e.out_of_order) {
-      report.reportedLate += 1;
-      example(`message ${id} (group ${e.group_key}) was handled late, by ${e.consumer}`);
-    }
-    const truth = committed.get(id);
-    if (truth === undefined) {
-      report.phantom += 1;
-      if (rolledBack.has(id)) report.fromRolledBack += 1;
-      example(
-        `message ${id} has an effect (by ${e.consumer}) but was ${rolledBack.has(id) ? 'rolled back' : 'never committed'}`,
-      );
-      continue;
-    }
-    if (truth.hash !== e.hash) {
-      report.corrupted += 1;
-      example(
-        `message ${id} had its effect with different content (hash ${e.hash}, published ${truth.hash})`,
-      );
-    }
-    if (e.group_key === null) continue;
-    const seq = Number(e.group_seq);
-    const before = last.get(e.group_key);
-    if (before !== undefined && (id <= before.id || seq <= before.seq)) {
-      report.reordered += 1;
-      example(`group ${e.group_key}: ${id} (seq ${seq}) took effect after ${before.id} (seq ${before.seq})`);
-    }
-    if (before === undefined || id > before.id) last.set(e.group_key, { id, seq });
-  }
-  for (const [id, truth] of committed) {
-    if (seen.has(id)) continue;
-    report.missing += 1;
-    example(`message ${id} (group ${truth.group_key}) was committed and has no effect`);
-  }
-  return report;
 }
 
 /** Lines of `kind` in the consumers' `inbox-<label>.jsonl` files. */
