@@ -14,7 +14,9 @@ import { sleep } from './random.js';
 import { freePort, tailOf } from './server-tools.js';
 
 const TOPIC = 'chaos-inbox';
-const PARTITIONS = 4;
+// Eight partitions over two consumers, each handling four at once: one message at a time per
+// partition (the receiver keeps its order), so the partitions are the consumers' parallelism.
+const PARTITIONS = 8;
 
 function javaBinary(): string {
   if (process.env.JAVA) return process.env.JAVA;

@@ -32,7 +32,7 @@ const eventsFile = join(env.runDir, `inbox-${label}.jsonl`);
 const record = (event: Record<string, unknown>): void =>
   appendFileSync(eventsFile, JSON.stringify({ t: Date.now(), node: label, ...event }) + '\n');
 
-const pool = new pg.Pool({ connectionString: broker.consumerUrl, max: 6, connectionTimeoutMillis: 5000 });
+const pool = new pg.Pool({ connectionString: broker.consumerUrl, max: 8, connectionTimeoutMillis: 5000 });
 pool.on('error', () => undefined);
 // A checked-out client whose connection dies between two statements must fail its query, not the process.
 pool.on('connect', (client) => client.on('error', () => undefined));
@@ -142,7 +142,11 @@ try {
     });
     await consumer.connect();
     await consumer.subscribe({ topic: broker.destination, fromBeginning: true });
-    await consumer.run({ autoCommitInterval: 1000, eachMessage: kafkajsReceiver(receiverOptions) });
+    await consumer.run({
+      autoCommitInterval: 1000,
+      partitionsConsumedConcurrently: 4,
+      eachMessage: kafkajsReceiver(receiverOptions),
+    });
     stop = () => consumer.disconnect();
   } else {
     const queue = broker.queues[Number(indexText) % broker.queues.length]!;
