@@ -1,5 +1,6 @@
 import type { Dialect } from '../../core/dialect.js';
 import {
+  blockedCounts,
   blockedGroups,
   counts,
   discard,
@@ -82,6 +83,7 @@ export const postgresDialect = Object.freeze({
   retryDead,
   discard,
   releaseOrphanedHolds,
+  blockedCounts,
   blockedGroups,
   prune,
   missingSchemaObject,

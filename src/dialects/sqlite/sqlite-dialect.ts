@@ -1,5 +1,6 @@
 import type { Dialect } from '../../core/dialect.js';
 import {
+  blockedCounts,
   blockedGroups,
   counts,
   discard,
@@ -73,6 +74,7 @@ export const sqliteDialect = Object.freeze({
   retryDead,
   discard,
   releaseOrphanedHolds,
+  blockedCounts,
   blockedGroups,
   prune,
   missingSchemaObject,
