@@ -118,9 +118,8 @@ export interface Counts {
 export interface CountsOptions {
   /**
    * Report each figure only up to this many (a positive integer), for dashboards and alerts that
-   * only need to know "more than N". On SQLite, which counts the rows, it also stops counting
-   * there, so the cost stays flat however deep the backlog; on Postgres `counts()` sums tallies
-   * and costs the same at any depth either way.
+   * only need to know "more than N". Every dialect sums tallies, so `counts()` costs the same at
+   * any depth either way: only the figures reported are capped.
    */
   upTo?: number;
 }

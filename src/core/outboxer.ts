@@ -229,10 +229,10 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   }
 
   /**
-   * `{ pending, delivered, dead, orphaned, relaySeenAt }` of an outbox, exact. On Postgres the
-   * sum of the tallies each change writes with it (`<table>_tallies`, see `recountInterval`), a
-   * few rows however deep the backlog; on SQLite a count of the rows. Call it from a metrics job,
-   * not per request. Logs a warning when messages are pending but no relaying node was seen for
+   * `{ pending, delivered, dead, orphaned, relaySeenAt }` of an outbox, exact: the sum of its
+   * tallies (`<table>_tallies`), a few rows however deep the backlog. On Postgres and MySQL each
+   * change writes its tally with it (see `recountInterval`); on SQLite triggers keep them. Cheap
+   * enough for a dashboard's refresh; a metrics job need not call it more often than it scrapes. Logs a warning when messages are pending but no relaying node was seen for
    * five lease periods (a silent backlog), or when rows are orphaned.
    */
   counts(outbox: string, options: CountsOptions = {}): Promise<Counts> {
