@@ -29,7 +29,11 @@ export interface Measured {
 }
 
 /** Every call the page makes, `iterations` times each after 3 warm-ups, through the handler. */
-export async function timeCalls(handler: DashboardHandler, pending: number, iterations: number): Promise<Measured> {
+export async function timeCalls(
+  handler: DashboardHandler,
+  pending: number,
+  iterations: number,
+): Promise<Measured> {
   const calls: Calls = {
     overview: '/api/overview',
     pending: '/api/messages?outbox=bench&status=pending&limit=50',

@@ -138,7 +138,12 @@ async function main(): Promise<number> {
         ? [['SQLite rows', () => sqliteRows({ settings, report, log })] as [string, () => Promise<void>]]
         : []),
       ...(only === undefined || only.includes('dashboard')
-        ? [['dashboard rows', () => sqliteDashboardRows({ settings, report, log })] as [string, () => Promise<void>]]
+        ? [
+            ['dashboard rows', () => sqliteDashboardRows({ settings, report, log })] as [
+              string,
+              () => Promise<void>,
+            ],
+          ]
         : []),
     ];
     for (const [what, step] of steps) {

@@ -104,7 +104,14 @@ export class Administration {
     }
     const heads = await run(
       this.adapter,
-      this.adapter.dialect.blockedGroups(o.table, o.name, limit, o.onDead === 'park', counted, groupKeyPrefix),
+      this.adapter.dialect.blockedGroups(
+        o.table,
+        o.name,
+        limit,
+        o.onDead === 'park',
+        counted,
+        groupKeyPrefix,
+      ),
     );
     return heads.map(({ head, waiting }) => ({
       groupKey: head.groupKey!,

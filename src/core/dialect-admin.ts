@@ -146,5 +146,10 @@ export interface DialectAdministration {
    * How many groups are blocked (see {@link BlockedCounts}). A dialect that keeps tallies counts
    * exactly; the others count the heads from their partial index up to `upTo` each.
    */
-  blockedCounts(table: QualifiedName, outbox: string, parkDead: boolean, upTo: number): Statement<BlockedCounts>;
+  blockedCounts(
+    table: QualifiedName,
+    outbox: string,
+    parkDead: boolean,
+    upTo: number,
+  ): Statement<BlockedCounts>;
 }

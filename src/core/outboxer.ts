@@ -258,7 +258,10 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
    * // The blocked groups of one customer, however many other groups are blocked
    * await outboxer.blockedGroups('orders', { groupKeyPrefix: 'customer-42/', waiting: false });
    */
-  blockedGroups(outbox: string, options: BlockedGroupsOptions & { waiting: false }): Promise<BlockedGroupHead[]>;
+  blockedGroups(
+    outbox: string,
+    options: BlockedGroupsOptions & { waiting: false },
+  ): Promise<BlockedGroupHead[]>;
   blockedGroups(
     outbox: string,
     options: BlockedGroupsOptions & { waiting?: boolean } = {},

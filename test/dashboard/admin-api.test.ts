@@ -4,7 +4,13 @@
  * (lease holder, epoch, backlog, orphans) and relayingNodes.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Outboxer, functionRelay, type Envelope, type OutboxOptions } from 'outboxer';
+import {
+  Outboxer,
+  functionRelay,
+  type BlockedGroupsOptions,
+  type Envelope,
+  type OutboxOptions,
+} from 'outboxer';
 import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 
@@ -142,7 +148,7 @@ describe.each(fixtures)('administration for the dashboard on $name', ({ make }) 
       ['w1', 'tenant-b/1'],
     ]);
     await outboxer.drain('ops', { maxRounds: 1 });
-    const keys = async (options: Parameters<typeof outboxer.blockedGroups>[1]) =>
+    const keys = async (options: BlockedGroupsOptions) =>
       (await outboxer.blockedGroups('ops', { waiting: false, ...options })).map((g) => g.groupKey);
     // Beyond a limit of 1, the prefix still reaches the newest head: the database searches them all.
     expect(await keys({ limit: 1 })).toEqual(['tenant-a/1']);
@@ -160,7 +166,9 @@ describe.each(fixtures)('administration for the dashboard on $name', ({ make }) 
         code: 'INVALID_OPTIONS',
       });
     }
-    await expect(outboxer.blockedGroupCounts('ops', { upTo: 0 })).rejects.toMatchObject({ code: 'INVALID_OPTIONS' });
+    await expect(outboxer.blockedGroupCounts('ops', { upTo: 0 })).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+    });
     await outboxer.close();
   });
 

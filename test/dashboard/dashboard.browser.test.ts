@@ -194,13 +194,22 @@ describe.each(fixtures)('the dashboard in Chromium on $name', ({ make }) => {
       logger: false,
       testing: 'manual',
       outboxes: {
-        orders: { relay: outboxer.outbox('orders').relay, table: 'dash_search', maxAttempts: 1, onDead: 'park' },
+        orders: {
+          relay: outboxer.outbox('orders').relay,
+          table: 'dash_search',
+          maxAttempts: 1,
+          onDead: 'park',
+        },
       },
     }) as Outboxer<never, boolean>;
     await manual.migrate();
     // 205 parked groups first, so the newest, needle:1, is not among the 200 the overview lists.
     await publishInTransaction(fixture, manual, [
-      ...Array.from({ length: 205 }, (_, i) => ({ outbox: 'orders', payload: { fail: true }, groupKey: `bulk:${i}` })),
+      ...Array.from({ length: 205 }, (_, i) => ({
+        outbox: 'orders',
+        payload: { fail: true },
+        groupKey: `bulk:${i}`,
+      })),
       { outbox: 'orders', payload: { fail: true, error: 'needle refused' }, groupKey: 'needle:1' },
     ]);
     await manual.drain('orders');

@@ -54,7 +54,9 @@ describe.each(engineFixtures.filter((f) => f.name === 'sqlite' || f.name === 'no
             retention: { keep: 3600 },
             relay: batchRelay(async (batch) =>
               batch.map((m) =>
-                failing && String(m.payload).startsWith('flaky') ? { ok: false, error: new Error('refused') } : { ok: true },
+                failing && String(m.payload).startsWith('flaky')
+                  ? { ok: false, error: new Error('refused') }
+                  : { ok: true },
               ),
             ),
           },
@@ -127,7 +129,9 @@ describe.each(engineFixtures.filter((f) => f.name === 'sqlite' || f.name === 'no
       expect(await outboxer.discard('o', [pending!.id])).toBe(1);
       await same('discarded a pending message');
 
-      await fixture.query(`UPDATE "${table}" SET delivered_at = ${Date.now() - 7_200_000} WHERE status = 4 AND id % 2 = 0`);
+      await fixture.query(
+        `UPDATE "${table}" SET delivered_at = ${Date.now() - 7_200_000} WHERE status = 4 AND id % 2 = 0`,
+      );
       expect(await outboxer.prune('o')).toBeGreaterThan(0);
       await same('pruned');
 

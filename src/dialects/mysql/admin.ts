@@ -17,7 +17,13 @@ import {
   type SqlQuery,
   type Statement,
 } from '../../core/sql.js';
-import { configurationOf, readBlockedCounts, readBlockedHeads, readCountFigures, readEnvelope } from '../shared/columns.js';
+import {
+  configurationOf,
+  readBlockedCounts,
+  readBlockedHeads,
+  readCountFigures,
+  readEnvelope,
+} from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { blockingStatus } from '../shared/statuses.js';
 import { byIds, COLUMNS, M_COLUMNS, NOW_MS, PARTITION, TALLY_COLUMNS } from './shared.js';

@@ -9,7 +9,13 @@ import type {
 } from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
 import { Status, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
-import { configurationOf, readBlockedCounts, readBlockedHeads, readCountFigures, readEnvelope } from '../shared/columns.js';
+import {
+  configurationOf,
+  readBlockedCounts,
+  readBlockedHeads,
+  readCountFigures,
+  readEnvelope,
+} from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { COLUMNS, REMOVED, tally } from './shared.js';
 import { configTable, tables } from './tables.js';

@@ -9,7 +9,13 @@ import type {
 } from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
 import { Status, unread, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
-import { configurationOf, readBlockedCounts, readBlockedHeads, readCountFigures, readEnvelope } from '../shared/columns.js';
+import {
+  configurationOf,
+  readBlockedCounts,
+  readBlockedHeads,
+  readCountFigures,
+  readEnvelope,
+} from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { blocking, COLUMNS, M_COLUMNS } from './shared.js';
 import { configTable, tables } from './tables.js';
@@ -138,7 +144,9 @@ export function blockedGroups(
   const p = Parameters.positional();
   // Built left to right: positional values follow the text.
   const prefix = () =>
-    groupKeyPrefix === undefined ? '' : ` AND substr(group_key, 1, length(${p.add(groupKeyPrefix)})) = ${p.add(groupKeyPrefix)}`;
+    groupKeyPrefix === undefined
+      ? ''
+      : ` AND substr(group_key, 1, length(${p.add(groupKeyPrefix)})) = ${p.add(groupKeyPrefix)}`;
   // The heads from their partial index, materialized before they are ordered (ordered by id at
   // once, SQLite would walk the rowid through every row); the count reads the group's pending rows.
   // A prefix is checked on the index's entries (it holds the group key): the heads, not the backlog.

@@ -80,7 +80,13 @@ export function sqliteSchema(unchecked: QualifiedName): string[] {
  * SQLite resolves them in the trigger's own database. A tally row is never deleted (it goes to 0),
  * so an empty tally table beside message rows means the tallies were never filled.
  */
-function tallySchema(prefix: string, name: string, t: string, tallies: string, talliesName: string): string[] {
+function tallySchema(
+  prefix: string,
+  name: string,
+  t: string,
+  tallies: string,
+  talliesName: string,
+): string[] {
   const bare = `"${talliesName}"`;
   const add = (row: 'NEW' | 'OLD', n: 1 | -1) =>
     `INSERT INTO ${bare} (outbox, partition, status, grouped, n) VALUES (${row}.outbox, ${row}.partition, ${row}.status, ${row}.group_key IS NOT NULL, ${n})
