@@ -38,23 +38,6 @@ import type { Envelope } from './relay.js';
 import { RelayingNode } from './relaying.js';
 import { drainOutbox, mergeDrainResults, type DrainOptions, type DrainResult } from './testing.js';
 
-export type {
-  BlockedGroup,
-  BlockedGroupCounts,
-  BlockedGroupHead,
-  BlockedGroupsOptions,
-  Counts,
-  CountsOptions,
-  FindMessagesOptions,
-  FoundMessage,
-  MessagePage,
-  MessageState,
-  NodeState,
-  OutboxerOptions,
-  PartitionState,
-  PublishInput,
-} from './api.js';
-
 type Published<Sync extends boolean> = MaybePromise<number, Sync>;
 
 /**
@@ -231,9 +214,9 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   /**
    * `{ pending, delivered, dead, orphaned, relaySeenAt }` of an outbox, exact: the sum of its
    * tallies (`<table>_tallies`), a few rows however deep the backlog. On Postgres and MySQL each
-   * change writes its tally with it (see `recountInterval`); on SQLite triggers keep them. Cheap
-   * enough for a dashboard's refresh; a metrics job need not call it more often than it scrapes. Logs a warning when messages are pending but no relaying node was seen for
-   * five lease periods (a silent backlog), or when rows are orphaned.
+   * change writes its tally with it (see `recountInterval`); on SQLite triggers keep them. Logs a
+   * warning when messages are pending but no relaying node was seen for five lease periods (a
+   * silent backlog), or when rows are orphaned.
    */
   counts(outbox: string, options: CountsOptions = {}): Promise<Counts> {
     return this.administration.counts(outbox, options);

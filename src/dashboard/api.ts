@@ -4,7 +4,8 @@
  * `blockedGroups({ limit, waiting: false, groupKeyPrefix })`, `findMessages()` a page at a time),
  * each change one call of `retryDead()` or `discard()`.
  */
-import type { FoundMessage, MessageState, Outboxer } from '../core/outboxer.js';
+import type { FoundMessage, MessageState } from '../core/api.js';
+import type { Outboxer } from '../core/outboxer.js';
 import { OutboxerError } from '../core/errors.js';
 import { channels, emit } from '../core/telemetry.js';
 import { History } from './history.js';
