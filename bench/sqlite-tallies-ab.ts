@@ -32,23 +32,32 @@ async function open(name: string, triggers: boolean) {
     database: betterSqlite3(db),
     testing: 'manual',
     logger: false,
-    outboxes: { bench: { table: TABLE, batchSize: 100, relay: batchRelay(async (b) => b.map(() => ({ ok: true }))) } },
-  }) as Outboxer<never, true>;
+    outboxes: {
+      bench: { table: TABLE, batchSize: 100, relay: batchRelay(async (b) => b.map(() => ({ ok: true }))) },
+    },
+  });
   await outboxer.migrate();
-  if (!triggers) for (const t of ['insert', 'update', 'delete']) db.exec(`DROP TRIGGER "${TABLE}_tally_${t}"`);
+  if (!triggers)
+    for (const t of ['insert', 'update', 'delete']) db.exec(`DROP TRIGGER "${TABLE}_tally_${t}"`);
   return { db, outboxer };
 }
 
 async function trial(triggers: boolean) {
   const { db, outboxer } = await open(triggers ? 'on' : 'off', triggers);
-  const one = db.transaction((n: number) => outboxer.publish(db, 'bench', payload(n), { groupKey: `g${n % 1000}` }));
+  const one = db.transaction((n: number) =>
+    outboxer.publish(db, 'bench', payload(n), { groupKey: `g${n % 1000}` }),
+  );
   let started = process.cpuUsage();
   for (let n = 0; n < 3000; n += 1) one(n);
   const single = 3000 / cpuSince(started);
   const many = db.transaction((n: number) =>
     outboxer.publishMany(
       db,
-      Array.from({ length: 100 }, (_, i) => ({ outbox: 'bench', payload: payload(n * 100 + i), groupKey: `g${i % 1000}` })),
+      Array.from({ length: 100 }, (_, i) => ({
+        outbox: 'bench',
+        payload: payload(n * 100 + i),
+        groupKey: `g${i % 1000}`,
+      })),
     ),
   );
   started = process.cpuUsage();
@@ -63,7 +72,10 @@ async function trial(triggers: boolean) {
 }
 
 const trials = Number(process.argv[2] ?? 8);
-const results = { on: [] as Array<Awaited<ReturnType<typeof trial>>>, off: [] as Array<Awaited<ReturnType<typeof trial>>> };
+const results = {
+  on: [] as Array<Awaited<ReturnType<typeof trial>>>,
+  off: [] as Array<Awaited<ReturnType<typeof trial>>>,
+};
 for (let i = 0; i < trials; i += 1) {
   for (const triggers of i % 2 === 0 ? [true, false] : [false, true]) {
     results[triggers ? 'on' : 'off'].push(await trial(triggers));
