@@ -5,6 +5,8 @@
  */
 import type {
   BlockedGroup,
+  BlockedGroupCounts,
+  BlockedGroupsOptions,
   Counts,
   CountsOptions,
   FindMessagesOptions,
@@ -95,15 +97,28 @@ export class Administration {
 
   async blockedGroups(
     outbox: string,
-    options: { limit?: number; waiting?: boolean } = {},
+    options: BlockedGroupsOptions & { waiting?: boolean } = {},
   ): Promise<BlockedGroup[]> {
     const o = this.instance.outbox(outbox);
     const limit = listLimit(options.limit);
-    const { waiting: counted = true } = options;
+    const { waiting: counted = true, groupKeyPrefix } = options;
     if (typeof counted !== 'boolean') throw invalidOption('waiting', 'true or false', counted);
+    if (
+      groupKeyPrefix !== undefined &&
+      (typeof groupKeyPrefix !== 'string' || groupKeyPrefix.length === 0 || groupKeyPrefix.length > 1000)
+    ) {
+      throw invalidOption('groupKeyPrefix', 'a string of 1 to 1000 characters', groupKeyPrefix);
+    }
     const heads = await run(
       this.adapter,
-      this.adapter.dialect.blockedGroups(o.table, o.name, limit, o.onDead === 'park', counted),
+      this.adapter.dialect.blockedGroups(
+        o.table,
+        o.name,
+        limit,
+        o.onDead === 'park',
+        counted,
+        groupKeyPrefix,
+      ),
     );
     return heads.map(({ head, waiting }) => ({
       groupKey: head.groupKey!,
@@ -115,6 +130,17 @@ export class Administration {
       nextAttemptAt: head.nextAttemptAt,
       ...(counted ? { waiting } : {}),
     })) as BlockedGroup[]; // without `waiting` when not counted: the facade's overload says so
+  }
+
+  async blockedGroupCounts(outbox: string, options: { upTo?: number } = {}): Promise<BlockedGroupCounts> {
+    const o = this.instance.outbox(outbox);
+    const upTo = integerOption('upTo', options.upTo, 10_000, 1, 1_000_000);
+    // A dialect that keeps tallies ignores `upTo` and reports its figures in full, exact.
+    const { retrying, parked, exact } = await run(
+      this.adapter,
+      this.adapter.dialect.blockedCounts(o.table, o.name, o.onDead === 'park', upTo),
+    );
+    return { retrying, parked, exact };
   }
 
   async list(outbox: string, which: 'pending' | 'dead', requested: unknown): Promise<Envelope[]> {

@@ -10,6 +10,7 @@ import type { Ordering } from './options.js';
 import type { Batch, SqlQuery, Statement, Statements, StatusValue } from './sql.js';
 
 export type {
+  BlockedCounts,
   BlockedHead,
   CountFigures,
   DialectAdministration,
