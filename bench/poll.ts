@@ -125,9 +125,9 @@ async function blockedPollRow<Tx>(
       text: `${formatMs(analyzed.current.p50)} ms analyzed, ${formatMs(stale.current.p50)} ms stale statistics`,
     },
     target: {
-      text: 'within 2× of an unblocked poll (the worse of the two)',
+      text: 'within 1.5× of an unblocked poll (the worse of the two)',
       measured: times(ratio),
-      met: judge(ctx, ratio <= 2),
+      met: judge(ctx, ratio <= 1.5),
     },
     spec: row.spec,
     note: `${row.how} ${where}, with the statistics of before the block: ${stale.describe()}. After ${vacuumed}: median of ${row.iterations}; ${analyzed.describe()}.${restart}`,

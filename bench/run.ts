@@ -12,7 +12,7 @@
  *
  * Postgres and MySQL run the same rows (publish, relay, poll with counts and prune, latency), each
  * beside its own plain SQL (bench/postgres.ts, bench/mysql.ts); memory, peers, dashboard and inbox run
- * on Postgres only. Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox,inbox-store
+ * on Postgres only (the dashboard also on SQLite). Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox,inbox-store
  * (a subset),
  * BENCH_OUT=<file> (where the report goes; default docs/benchmarks.md, each database between its
  * own markers, or outboxer-benchmarks-quick-<db>.md in the temp directory for quick runs),
@@ -24,6 +24,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchContext } from './context.js';
 import { dashboardRows } from './dashboard.js';
+import { sqliteDashboardRows } from './dashboard-sqlite.js';
 import { inboxRows, inboxStoreRows } from './inbox.js';
 import type { BenchDatabase } from './database.js';
 import { latencyRows } from './latency.js';
@@ -131,12 +132,29 @@ async function main(): Promise<number> {
   if (settings.db === 'sqlite') {
     const environment = [...machine(), ...sqliteEnvironment(), ...scaleNote];
     (report.environment as Array<[string, string]>).push(...environment);
-    try {
-      await sqliteRows({ settings, report, log });
-    } catch (error) {
-      failures += 1;
-      report.rows.push({ group: 'sqlite', what: 'SQLite rows', skipped: `failed: ${String(error)}` });
-      console.error(error);
+    // BENCH_ONLY=dashboard runs the dashboard's rows alone; any other selection, the rest.
+    const only = settings.only;
+    const steps: Array<[string, () => Promise<void>]> = [
+      ...(only === undefined || only.some((name) => name !== 'dashboard')
+        ? [['SQLite rows', () => sqliteRows({ settings, report, log })] as [string, () => Promise<void>]]
+        : []),
+      ...(only === undefined || only.includes('dashboard')
+        ? [
+            ['dashboard rows', () => sqliteDashboardRows({ settings, report, log })] as [
+              string,
+              () => Promise<void>,
+            ],
+          ]
+        : []),
+    ];
+    for (const [what, step] of steps) {
+      try {
+        await step();
+      } catch (error) {
+        failures += 1;
+        report.rows.push({ group: 'sqlite', what, skipped: `failed: ${String(error)}` });
+        console.error(error);
+      }
     }
   } else {
     const db = settings.db === 'mysql' ? await openMysql(settings.url) : await openPostgres(settings.url);

@@ -54,7 +54,7 @@ export interface OutboxReport {
   /** 'parked': dead-letter with `onDead: 'park'`, whose dead messages the operator decides. */
   mode: 'strict' | 'dead-letter' | 'parked';
   notify: boolean;
-  destination: 'table' | 'kafka';
+  destination: 'table' | 'kafka' | 'broker';
   committed: number;
   rolledBack: number;
   delivered: number;
@@ -169,7 +169,7 @@ export async function check(input: CheckInput): Promise<CheckResult> {
   }
 }
 
-function readRolledBack(runDir: string): Set<number> {
+export function readRolledBack(runDir: string): Set<number> {
   const ids = new Set<number>();
   for (const file of readdirSync(runDir).filter((f) => f.startsWith('rolledback-'))) {
     for (const line of readFileSync(join(runDir, file), 'utf8').split('\n')) {

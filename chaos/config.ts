@@ -3,6 +3,7 @@
  * options, the tables, and the messages the harness sends its children.
  */
 import type { OutboxOptions } from 'outboxer';
+import type { BrokerEnvironment, BrokerKind } from './broker.js';
 import type { DatabaseKind } from './database.js';
 
 /** Instance name shared by publishers and relays (part of the NOTIFY payload). */
@@ -16,7 +17,8 @@ export const STOP_BOUND = SHUTDOWN_TIMEOUT + LEASE_TIMEOUT + 7000;
 
 export interface OutboxMode {
   readonly name: string;
-  readonly destination: 'table' | 'kafka';
+  /** 'broker': the inbox's end-to-end proof, relayed with outboxer's relay to the run's own broker. */
+  readonly destination: 'table' | 'kafka' | 'broker';
   readonly strict: boolean;
   readonly notify: boolean;
   /** Share of the messages published into it. */
@@ -53,19 +55,27 @@ export interface OperatorAction {
   at: number;
 }
 
+/** The outbox relayed to the run's own broker (`CHAOS_BROKER`), consumed through the inbox. */
+export function brokerMode(kind: BrokerKind): OutboxMode {
+  return { name: `inbox_${kind}`, destination: 'broker', strict: true, notify: true, weight: 3 };
+}
+
 /**
- * The outboxes of a run. On a database without notifications (MySQL) every outbox polls:
+ * The outboxes of a run, with the broker's when `broker` is set. On a database without notifications (MySQL) every outbox polls:
  * `park_notify` and `kafka_strict` run as `park_poll` and `kafka_strict` without `notify`, and
  * `strict_notify` and `dlq_notify` are left out, since they would be `strict_poll` and `dlq_poll`
  * again.
  */
-export function activeModes(kafka: boolean, notifications = true): OutboxMode[] {
-  return OUTBOX_MODES.filter((m) => kafka || m.destination !== 'kafka').flatMap((m): OutboxMode[] => {
-    if (notifications || !m.notify) return [m];
-    if (m.onDead === 'park') return [{ ...m, name: 'park_poll', notify: false }];
-    if (m.destination === 'kafka') return [{ ...m, notify: false }];
-    return [];
-  });
+export function activeModes(kafka: boolean, notifications = true, broker?: BrokerKind): OutboxMode[] {
+  const modes = [...OUTBOX_MODES, ...(broker === undefined ? [] : [brokerMode(broker)])];
+  return modes
+    .filter((m) => kafka || m.destination !== 'kafka')
+    .flatMap((m): OutboxMode[] => {
+      if (notifications || !m.notify) return [m];
+      if (m.onDead === 'park') return [{ ...m, name: 'park_poll', notify: false }];
+      if (m.destination !== 'table') return [{ ...m, notify: false }];
+      return [];
+    });
 }
 
 /** Options of one outbox, without its relay (publishers are publish-only instances). */
@@ -120,6 +130,8 @@ export interface ChildEnvironment {
   /** The sink database, reached through the fault proxy. */
   sinkUrl: string;
   kafka: { brokers: string[]; topic: string } | null;
+  /** The run's own broker and the consumer's database (`CHAOS_BROKER`), or null. */
+  broker: BrokerEnvironment | null;
   runDir: string;
   seed: number;
   /** Messages per second this publisher aims for. */

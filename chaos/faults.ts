@@ -21,7 +21,13 @@ export const FAULT_KINDS = [
   'publisher-sigkill',
 ] as const;
 
-export type FaultKind = (typeof FAULT_KINDS)[number];
+/**
+ * The faults of the inbox's end-to-end proof, played only in a run with a broker of its own
+ * (`CHAOS_BROKER`): a run without one draws the same schedule from a seed as before.
+ */
+export const BROKER_FAULT_KINDS = ['consumer-sigkill', 'consumer-kill-after-commit', 'broker-pause'] as const;
+
+export type FaultKind = (typeof FAULT_KINDS)[number] | (typeof BROKER_FAULT_KINDS)[number];
 
 /** What each fault does, for the report and docs/reliability.md; the database's own faults from `database`. */
 export function faultDescriptions(database: ChaosDatabase): Record<FaultKind, string> {
@@ -37,6 +43,11 @@ export function faultDescriptions(database: ChaosDatabase): Record<FaultKind, st
     'publisher-kill-before-commit': 'a publisher SIGKILLs itself after publishing, before COMMIT',
     'publisher-kill-after-commit': 'a publisher SIGKILLs itself right after COMMIT returned',
     'publisher-sigkill': 'SIGKILL of a publisher at a random moment (transactions in flight)',
+    'consumer-sigkill': 'SIGKILL of an inbox consumer at a random moment (transactions in flight)',
+    'consumer-kill-after-commit':
+      'an inbox consumer SIGKILLs itself right after a COMMIT, before the broker hears the acknowledgement',
+    'broker-pause':
+      "SIGSTOP of the run's own broker for seconds (past Kafka's consumer session timeout at times), then SIGCONT",
   };
 }
 
@@ -52,7 +63,11 @@ export interface ScheduledFault {
   delayMs: number;
 }
 
-export function faultSchedule(seed: number, seconds: number): ScheduledFault[] {
+export function faultSchedule(
+  seed: number,
+  seconds: number,
+  kinds: readonly FaultKind[] = FAULT_KINDS,
+): ScheduledFault[] {
   const rnd = random(seed ^ 0x5eed);
   const total = seconds * 1000;
   const start = Math.min(8000, Math.max(3000, total * 0.08));
@@ -68,22 +83,24 @@ export function faultSchedule(seed: number, seconds: number): ScheduledFault[] {
           ? rnd.int(4000, 10_000)
           : kind === 'relay-pause'
             ? rnd.int(4500, 7000)
-            : kind === 'db-freeze'
-              ? rnd.int(2000, 5000)
-              : 0,
+            : kind === 'broker-pause'
+              ? rnd.int(3000, 15_000)
+              : kind === 'db-freeze'
+                ? rnd.int(2000, 5000)
+                : 0,
     target: rnd.int(0, 1000),
     delayMs: rnd.int(50, 300),
   });
-  const round = FAULT_KINDS.length;
+  const round = kinds.length;
   const firstGap = (end - start) / round;
   if (firstGap < 12_000) {
     // A short run: one of each, evenly spread.
-    rnd.shuffle(FAULT_KINDS).forEach((kind, i) => faults.push(make(kind, start + i * firstGap)));
+    rnd.shuffle(kinds).forEach((kind, i) => faults.push(make(kind, start + i * firstGap)));
     return faults;
   }
   let at = start;
   while (at < end) {
-    for (const kind of rnd.shuffle(FAULT_KINDS)) {
+    for (const kind of rnd.shuffle(kinds)) {
       if (at >= end) break;
       faults.push(make(kind, at));
       at += rnd.int(6000, 16_000);

@@ -1,6 +1,7 @@
 /** The printed table of a chaos run (also written to report.md in its run directory). */
 import type { CheckResult, FaultRecord, OutboxReport } from './checker.js';
 import type { FaultKind } from './faults.js';
+import { formatInboxReport, type InboxReport } from './inbox-check.js';
 
 export interface RunReport {
   /** The outbox's database: 'PostgreSQL' or 'MariaDB'. */
@@ -31,6 +32,8 @@ export interface RunReport {
   transactions: number;
   /** Where the tallies `counts()` sums differ from the rows after the drain, per outbox: none expected. */
   tallyDrift: string[];
+  /** The inbox's end-to-end proof, in a run with `CHAOS_BROKER`. */
+  inbox?: InboxReport;
   violations: string[];
 }
 
@@ -95,6 +98,7 @@ export function formatReport(report: RunReport): string {
     `- longest event-loop delay seen by a relay that stopped gracefully: ${loopMax.toFixed(0)} ms`,
     '',
   );
+  if (report.inbox !== undefined) lines.push(formatInboxReport(report.inbox));
   if (report.result.total.examples.length > 0) {
     lines.push('Examples:', '', ...report.result.total.examples.slice(0, 20).map((e) => `- ${e}`), '');
   }

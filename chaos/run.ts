@@ -13,13 +13,17 @@
  * outboxes' messages that are poison, 0.003), CHAOS_PUBLISHERS (3), CHAOS_WRITERS (2 per
  * publisher), CHAOS_KAFKA (auto; 0 = off), CHAOS_DRAIN_TIMEOUT (seconds, 300), CHAOS_OUT (run
  * directory, .tmp/chaos/<time>-<seed>), CHAOS_KEEP=1 (leave the servers and the topic behind).
+ *
+ * CHAOS_BROKER=kafka|rabbitmq adds the inbox's end-to-end proof (broker.ts, inbox-check.ts): a
+ * broker of the run's own, an outbox relayed to it by outboxer's relay, consumer processes that
+ * handle it through the inbox into an effects table, and their faults (consumer kills, broker
+ * pauses).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import {
   appendFileSync,
   copyFileSync,
   cpSync,
-  createWriteStream,
   existsSync,
   mkdirSync,
   symlinkSync,
@@ -30,6 +34,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Kafka, logLevel } from 'kafkajs';
 import { Outboxer } from 'outboxer';
+import { Slot, killAll, type Exit, type SlotContext } from './children.js';
+import { BROKER_CONSUMERS, brokerKind, chaosBroker, type BrokerEnvironment } from './broker.js';
 import { check, violations, type FaultRecord } from './checker.js';
 import {
   GROUPS_PER_OUTBOX,
@@ -46,8 +52,22 @@ import {
   type OperatorAction,
 } from './config.js';
 import { chaosDatabase, databaseKind } from './database.js';
-import { faultDescriptions, faultSchedule, type ScheduledFault } from './faults.js';
+import {
+  BROKER_FAULT_KINDS,
+  FAULT_KINDS,
+  faultDescriptions,
+  faultSchedule,
+  type ScheduledFault,
+} from './faults.js';
 import { FaultProxy } from './fault-proxy.js';
+import {
+  CONSUMER_DATABASE,
+  checkInbox,
+  effectCount,
+  inboxViolations,
+  prepareConsumerDatabase,
+  type InboxReport,
+} from './inbox-check.js';
 import { PostgresCluster } from './postgres-cluster.js';
 import { postgresDatabase } from './postgres-database.js';
 import { random, sleep } from './random.js';
@@ -90,15 +110,10 @@ const log = (text: string): void => {
 // ---------------------------------------------------------------------------------------------
 // Children
 
-interface Exit {
-  label: string;
-  code: number | null;
-  signal: NodeJS.Signals | null;
-  at: number;
-}
-
 const allChildren = new Set<ChildProcess>();
 const exits: Exit[] = [];
+const slotContext: SlotContext = { codeRoot, runDir, children: allChildren, exits };
+const killAllChildren = (): void => killAll(allChildren);
 const stops: Array<{
   label: string;
   stopMs: number | null;
@@ -107,112 +122,13 @@ const stops: Array<{
   loopMaxMs?: number;
 }> = [];
 
-class Slot {
-  child: ChildProcess | undefined;
-  label = '';
-  incarnation = -1;
-  desired = true;
-  restartDelay = 1000;
-  /** Said 'ready' (its signal handlers and IPC listener are in place). */
-  isReady = false;
-  ready: Promise<void> = Promise.resolve();
-  summary: string[] = [];
-  private exited: Promise<Exit> = Promise.resolve({ label: '', code: 0, signal: null, at: 0 });
-
-  constructor(
-    readonly name: string,
-    private readonly script: string,
-    private readonly args: () => string[],
-    private readonly env: ChildEnvironment,
-  ) {}
-
-  get alive(): boolean {
-    return this.child !== undefined && this.child.exitCode === null && this.child.signalCode === null;
-  }
-
-  start(): void {
-    this.incarnation += 1;
-    this.label = `${this.name}.${this.incarnation}`;
-    const label = this.label;
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', join(codeRoot, 'chaos', 'processes', this.script), label, ...this.args()],
-      {
-        cwd: codeRoot,
-        env: { ...process.env, CHAOS_ENV: JSON.stringify(this.env) },
-        stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
-      },
-    );
-    this.child = child;
-    this.isReady = false;
-    allChildren.add(child);
-    const out = createWriteStream(join(runDir, `${label}.log`));
-    child.stderr!.pipe(out);
-    let buffer = '';
-    this.summary = [];
-    this.ready = new Promise((resolveReady) => {
-      child.stdout!.on('data', (chunk: Buffer) => {
-        out.write(chunk);
-        buffer += chunk.toString();
-        const lines = buffer.split('\n');
-        buffer = lines.pop()!;
-        for (const line of lines) {
-          if (line === 'ready') {
-            this.isReady = true;
-            resolveReady();
-          } else if (line.startsWith('{')) this.summary.push(line);
-        }
-      });
-      child.once('exit', () => resolveReady());
-    });
-    this.exited = new Promise((resolveExit) => {
-      child.once('exit', (code, signal) => {
-        allChildren.delete(child);
-        const exit = { label, code, signal, at: Date.now() };
-        exits.push(exit);
-        resolveExit(exit);
-        if (this.desired) {
-          const delay = this.restartDelay;
-          this.restartDelay = 1000;
-          setTimeout(() => {
-            if (this.desired && !this.alive) this.start();
-          }, delay);
-        }
-      });
-    });
-  }
-
-  send(message: ControlMessage): void {
-    if (this.alive) this.child!.send(message, () => undefined);
-  }
-
-  signal(signal: NodeJS.Signals): void {
-    if (this.alive) this.child!.kill(signal);
-  }
-
-  /** Resolves with the exit, or undefined after `ms`. */
-  async waitExit(ms: number): Promise<Exit | undefined> {
-    if (!this.alive) return this.exited;
-    return Promise.race([this.exited, sleep(ms).then(() => undefined)]);
-  }
-}
-
-function killAllChildren(): void {
-  for (const child of allChildren) {
-    try {
-      child.kill('SIGCONT');
-      child.kill('SIGKILL');
-    } catch {
-      // gone
-    }
-  }
-}
-
 // ---------------------------------------------------------------------------------------------
 // Setup
 
 const app = database.server('app');
 const sink = new PostgresCluster({ name: 'sink' });
+const brokerType = brokerKind();
+const broker = brokerType === undefined ? undefined : chaosBroker(brokerType, seed);
 let kafkaAdmin: ReturnType<Kafka['admin']> | undefined;
 let topic: string | undefined;
 
@@ -220,9 +136,12 @@ function cleanupSync(): void {
   killAllChildren();
   // The outbox server's own log (its deadlocks, its crash recoveries) stays with the run.
   if (existsSync(app.logFile)) copyFileSync(app.logFile, join(runDir, `${database.kind}-server.log`));
+  if (broker !== undefined && existsSync(broker.logFile))
+    copyFileSync(broker.logFile, join(runDir, `${broker.kind}-server.log`));
   if (!keep) {
     app.destroySync();
     sink.destroySync();
+    broker?.destroySync();
   }
 }
 process.on('exit', cleanupSync);
@@ -255,10 +174,20 @@ const querySink = postgresDatabase.queryOnce;
 log(
   `${database.label}, seed ${seed}, ${seconds} s, ${rate} messages/s, ${publisherCount} publishers x ${writers} writers, run dir ${runDir}`,
 );
-await Promise.all([app.create(), sink.create()]);
+await Promise.all([app.create(), sink.create(), broker?.create(BROKER_CONSUMERS)]);
 await Promise.all([app.createDatabase('chaos_app'), sink.createDatabase('chaos_sink')]);
 const appUrl = app.url('chaos_app');
 const sinkUrl = sink.url('chaos_sink');
+// The consumer's database lives on the outbox's server when that is Postgres, so that the
+// database faults hit the inbox too; beside MariaDB it is the destination's Postgres.
+const consumerServer = database.kind === 'postgres' ? app : sink;
+let brokerEnv: BrokerEnvironment | null = null;
+if (broker !== undefined) {
+  await consumerServer.createDatabase(CONSUMER_DATABASE);
+  await prepareConsumerDatabase(consumerServer.url(CONSUMER_DATABASE));
+  brokerEnv = broker.environment(consumerServer.url(CONSUMER_DATABASE));
+  log(`${broker.label}: ${brokerEnv.url}, consumers' database ${brokerEnv.consumerUrl}`);
+}
 log(
   `outbox database (${database.label}) on 127.0.0.1:${app.port}, destination database on 127.0.0.1:${sink.port}`,
 );
@@ -286,7 +215,8 @@ if (await kafkaAvailable()) {
   }
 } else log('no Kafka on 127.0.0.1:9092: running without it');
 
-const modes = activeModes(kafka !== null, database.notifications);
+const modes = activeModes(kafka !== null, database.notifications, brokerType);
+const brokerOutbox = modes.find((m) => m.destination === 'broker');
 for (const ddl of database.tables) await query(appUrl, ddl);
 const orderIds = modes.flatMap((m) =>
   Array.from({ length: GROUPS_PER_OUTBOX }, (_, i) => groupKey(m.name, i)),
@@ -317,6 +247,7 @@ const childEnv = (extra: Partial<ChildEnvironment> = {}): ChildEnvironment => ({
   appUrl,
   sinkUrl: `postgres://postgres@127.0.0.1:${proxy.port}/chaos_sink`,
   kafka,
+  broker: brokerEnv,
   runDir,
   seed,
   rate: rate / publisherCount,
@@ -325,15 +256,22 @@ const childEnv = (extra: Partial<ChildEnvironment> = {}): ChildEnvironment => ({
   ...extra,
 });
 
-const relays = ['r1', 'r2', 'r3'].map((name) => new Slot(name, 'relay.ts', () => [], childEnv()));
+const relays = ['r1', 'r2', 'r3'].map(
+  (name) => new Slot(name, 'relay.ts', () => [], childEnv(), slotContext),
+);
 let publisherSeed = seed;
 const publishers = Array.from(
   { length: publisherCount },
-  (_, i) => new Slot(`p${i + 1}`, 'publisher.ts', () => [String((publisherSeed += 7919))], childEnv()),
+  (_, i) =>
+    new Slot(`p${i + 1}`, 'publisher.ts', () => [String((publisherSeed += 7919))], childEnv(), slotContext),
 );
-for (const slot of relays) slot.start();
-await Promise.all(relays.map((s) => s.ready));
-log('relays ready');
+const consumers = Array.from(
+  { length: broker === undefined ? 0 : BROKER_CONSUMERS },
+  (_, i) => new Slot(`c${i + 1}`, 'consumer.ts', () => [String(i)], childEnv(), slotContext),
+);
+for (const slot of [...relays, ...consumers]) slot.start();
+await Promise.all([...relays, ...consumers].map((s) => s.ready));
+log(consumers.length > 0 ? 'relays and consumers ready' : 'relays ready');
 for (const slot of publishers) slot.start();
 await Promise.all(publishers.map((s) => s.ready));
 log('publishers ready: the fault phase starts');
@@ -342,7 +280,11 @@ log('publishers ready: the fault phase starts');
 // Faults
 
 const faults: FaultRecord[] = [];
-const schedule = faultSchedule(seed, seconds);
+const schedule = faultSchedule(
+  seed,
+  seconds,
+  broker === undefined ? FAULT_KINDS : [...FAULT_KINDS, ...BROKER_FAULT_KINDS],
+);
 writeFileSync(join(runDir, 'schedule.json'), JSON.stringify(schedule, null, 2));
 const running = new Set<Promise<void>>();
 
@@ -393,6 +335,7 @@ async function waitForLiveSlot(slots: readonly Slot[], ms = 20_000): Promise<voi
 async function inject(fault: ScheduledFault): Promise<void> {
   if (fault.kind.startsWith('relay-')) await waitForLiveSlot(relays);
   if (fault.kind.startsWith('publisher-')) await waitForLiveSlot(publishers);
+  if (fault.kind.startsWith('consumer-')) await waitForLiveSlot(consumers);
   const start = Date.now();
   let target: string | undefined;
   let detail: string | undefined;
@@ -487,6 +430,23 @@ async function inject(fault: ScheduledFault): Promise<void> {
       detail = await killAndWait(slot, how, 15_000);
       break;
     }
+    case 'consumer-sigkill':
+    case 'consumer-kill-after-commit': {
+      const slot = liveSlot(consumers, fault.target);
+      if (slot === undefined) return;
+      target = slot.label;
+      detail = await killAndWait(
+        slot,
+        fault.kind === 'consumer-sigkill' ? 'SIGKILL' : { type: 'kill', when: 'after-commit' },
+        15_000,
+      );
+      break;
+    }
+    case 'broker-pause':
+      broker?.pause(true);
+      await sleep(fault.duration);
+      broker?.pause(false);
+      break;
   }
   recordFault({ kind: fault.kind, target, start, end: Date.now(), detail });
 }
@@ -502,7 +462,8 @@ async function status(): Promise<string> {
       sinkUrl,
       `SELECT coalesce(max(seq), 0)::int AS n FROM deliveries`,
     );
-    return `committed ${published?.n}, sink rows ${delivered?.n}, pending ${pending.map((p) => `${p.outbox}=${Number(p.pending)}`).join(' ')}, relays ${relays.filter((s) => s.alive).length}/3, publishers ${publishers.filter((s) => s.alive).length}/${publishers.length}`;
+    const effects = brokerEnv === null ? '' : `, effects ${await effectCount(brokerEnv.consumerUrl)}`;
+    return `committed ${published?.n}, sink rows ${delivered?.n}${effects}, pending ${pending.map((p) => `${p.outbox}=${Number(p.pending)}`).join(' ')}, relays ${relays.filter((s) => s.alive).length}/3, publishers ${publishers.filter((s) => s.alive).length}/${publishers.length}`;
   } catch (error) {
     return `status unavailable (${(error as Error).message})`;
   }
@@ -612,6 +573,7 @@ operating = false;
 await operating$;
 log(drainedAt === undefined ? `NOT DRAINED after ${drainTimeout / 1000} s (${await status()})` : `drained`);
 const tallyDrift = await tallyDriftOf(appUrl);
+const effectsDrained = await drainConsumers();
 log(tallyDrift.length === 0 ? 'counts(): the tallies equal the rows' : `counts(): ${tallyDrift.join('; ')}`);
 
 log('stopping the relays');
@@ -636,6 +598,13 @@ await Promise.all(
   }),
 );
 await proxy.close();
+for (const slot of consumers) slot.desired = false;
+await Promise.all(
+  consumers.map(async (slot) => {
+    slot.signal('SIGTERM');
+    if ((await slot.waitExit(30_000)) === undefined) slot.signal('SIGKILL');
+  }),
+);
 
 log('checking');
 const result = await check({
@@ -644,7 +613,8 @@ const result = await check({
   sinkUrl,
   kafka,
   runDir,
-  modes,
+  // The broker outbox is proven at its consumers, by checkInbox below.
+  modes: modes.filter((m) => m.destination !== 'broker'),
   faults,
   table: OUTBOX_TABLE,
 });
@@ -673,6 +643,20 @@ const duringOutages = await Promise.all(
     }),
 );
 const found = violations(result);
+let inbox: InboxReport | undefined;
+if (broker !== undefined && brokerOutbox !== undefined && brokerEnv !== null) {
+  inbox = await checkInbox({
+    database,
+    appUrl,
+    consumerUrl: brokerEnv.consumerUrl,
+    runDir,
+    mode: brokerOutbox,
+    broker,
+    consumerExits: exits.filter((e) => e.label.startsWith('c')).length,
+  });
+  found.push(...inboxViolations(inbox));
+  if (!effectsDrained) found.push(`the consumers did not catch up within ${drainTimeout / 1000} s`);
+}
 // A child that exited by itself with an error crashed: 0 is a graceful stop, 3 a relay whose
 // start() failed while the database was down (it is started again), signals are the harness's.
 const crashes = exits.filter((e) => e.signal === null && e.code !== 0 && e.code !== 3);
@@ -709,6 +693,7 @@ const report: RunReport = {
   commitsDuringOutages: duringOutages,
   transactions,
   tallyDrift,
+  inbox,
   violations: found,
 };
 writeFileSync(join(runDir, 'report.json'), JSON.stringify(report, null, 2));
@@ -760,6 +745,30 @@ async function tallyDriftOf(url: string): Promise<string[]> {
       (outbox) =>
         `${outbox}: rows ${text(counted, outbox)} (pending/dead/delivered), tallies ${text(tallied, outbox)}`,
     );
+}
+
+/**
+ * Waits until the consumers have an effect for every message committed into the broker outbox
+ * (or the drain timeout), since the outbox drained only into the broker. True when they caught up.
+ */
+async function drainConsumers(): Promise<boolean> {
+  if (brokerEnv === null || brokerOutbox === undefined) return true;
+  const started = Date.now();
+  const [row] = await query<{ n: number | string }>(
+    appUrl,
+    `SELECT count(*) AS n FROM published WHERE outbox = ?`,
+    [brokerOutbox.name],
+  );
+  const committed = Number(row?.n ?? 0);
+  while (Date.now() - started < drainTimeout) {
+    if (((await effectCount(brokerEnv.consumerUrl)) ?? -1) >= committed) {
+      log(`the consumers caught up: ${committed} effects`);
+      return true;
+    }
+    await sleep(500);
+  }
+  log(`the consumers did not catch up (${await effectCount(brokerEnv.consumerUrl)} effects of ${committed})`);
+  return false;
 }
 
 /** Sums as the driver gives them: bigint or decimal text, or numbers. */

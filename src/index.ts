@@ -2,21 +2,23 @@
  * outboxer: the transactional outbox for Node.js and TypeScript.
  * @packageDocumentation
  */
-export {
-  Outboxer,
-  type OutboxerOptions,
-  type Counts,
-  type CountsOptions,
-  type BlockedGroup,
-  type BlockedGroupHead,
-  type PublishInput,
-  type FindMessagesOptions,
-  type FoundMessage,
-  type MessagePage,
-  type MessageState,
-  type NodeState,
-  type PartitionState,
-} from './core/outboxer.js';
+export { Outboxer } from './core/outboxer.js';
+export type {
+  OutboxerOptions,
+  Counts,
+  CountsOptions,
+  BlockedGroup,
+  BlockedGroupCounts,
+  BlockedGroupHead,
+  BlockedGroupsOptions,
+  PublishInput,
+  FindMessagesOptions,
+  FoundMessage,
+  MessagePage,
+  MessageState,
+  NodeState,
+  PartitionState,
+} from './core/api.js';
 export type { OutboxOptions, Ordering, Retention, ResolvedOutbox } from './core/options.js';
 export type { PublishOptions } from './core/encoding.js';
 export {

@@ -31,7 +31,7 @@ const [name, seedText] = process.argv.slice(2) as [string, string];
 const env = childEnvironment();
 const database = chaosDatabase(env.db);
 const rnd = random(Number(seedText));
-const modes = activeModes(env.kafka !== null, database.notifications);
+const modes = activeModes(env.kafka !== null, database.notifications, env.broker?.kind);
 const totalWeight = modes.reduce((n, m) => n + m.weight, 0);
 
 const pool = database.pool(env.appUrl, { max: env.writers + 1, name: `publisher-${name}` });

@@ -7,6 +7,8 @@
  *   poison messages, with long error texts carrying a connection string with a password (the
  *   engine must truncate and redact them).
  * - The Kafka outbox goes to a topic through a kafkajs producer (idempotent, acks=all).
+ * - The broker outbox (`CHAOS_BROKER`) goes to the run's own broker through outboxer's Kafka or
+ *   RabbitMQ relay (broker-relay.ts).
  *
  * Telemetry (lease lost, round errors, aborted batches, dead messages) is appended to
  * `events-<label>.jsonl` for the checker. SIGTERM stops it gracefully and reports how long stop()
@@ -41,13 +43,14 @@ import {
   type ChaosPayload,
   type ControlMessage,
 } from '../config.js';
+import { brokerRelay } from '../broker-relay.js';
 import { chaosDatabase } from '../database.js';
 import { sleep } from '../random.js';
 
 const [label] = process.argv.slice(2) as [string];
 const env = childEnvironment();
 const database = chaosDatabase(env.db);
-const modes = activeModes(env.kafka !== null, database.notifications);
+const modes = activeModes(env.kafka !== null, database.notifications, env.broker?.kind);
 const eventsFile = join(env.runDir, `events-${label}.jsonl`);
 const record = (event: Record<string, unknown>): void =>
   appendFileSync(eventsFile, JSON.stringify({ t: Date.now(), node: label, ...event }) + '\n');
@@ -206,6 +209,14 @@ function kafkaRelay(brokers: string[], topic: string): Relay {
   };
 }
 
+const broker = env.broker === null ? undefined : brokerRelay(env.broker, label);
+const relayOf = (destination: string): Relay =>
+  destination === 'kafka'
+    ? kafkaRelay(env.kafka!.brokers, env.kafka!.topic)
+    : destination === 'broker'
+      ? broker!.relay
+      : sinkRelay();
+
 const outboxer = new Outboxer({
   database: appPool.adapter,
   name: INSTANCE_NAME,
@@ -223,7 +234,7 @@ const outboxer = new Outboxer({
       mode.name,
       {
         ...outboxOptions(mode),
-        relay: mode.destination === 'kafka' ? kafkaRelay(env.kafka!.brokers, env.kafka!.topic) : sinkRelay(),
+        relay: relayOf(mode.destination),
       },
     ]),
   ),
@@ -254,7 +265,7 @@ process.on('SIGTERM', () => {
     .stop()
     .then(async () => {
       const stopMs = Date.now() - started;
-      await Promise.all([appPool.end(), sinkPool.end()]).catch(() => undefined);
+      await Promise.all([appPool.end(), sinkPool.end(), broker?.close()]).catch(() => undefined);
       const summary = { stopMs, loopMaxMs: loop.max / 1e6, loopP99Ms: loop.percentile(99) / 1e6 };
       record({ kind: 'stopped', ...summary });
       process.stdout.write(JSON.stringify(summary) + '\n');

@@ -1,5 +1,5 @@
 /** The commands that only read: counts, pending, dead, blocked. */
-import type { Counts } from '../core/outboxer.js';
+import type { Counts } from '../core/api.js';
 import type { Envelope } from '../core/relay.js';
 import { count, json, relative, shorten, table } from './format.js';
 import { tableHasRows } from './queries.js';

@@ -29,7 +29,7 @@ export async function migrateCommand(session: CliSession, io: CliIo): Promise<vo
 /**
  * The tables migrate creates, message table first, as `schema.name` or `name` like
  * `session.tableName`. Read from the DDL the dialect runs rather than listed here, so the list
- * follows the dialect's schema (Postgres has `_tallies`, SQLite does not) and cannot drift from it.
+ * follows the dialect's schema (a dialect may add companions of its own) and cannot drift from it.
  */
 function createdTables(session: CliSession): string[] {
   const qualifier = session.tableName.slice(0, session.tableName.length - session.table.name.length);

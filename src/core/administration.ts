@@ -5,6 +5,8 @@
  */
 import type {
   BlockedGroup,
+  BlockedGroupCounts,
+  BlockedGroupsOptions,
   Counts,
   CountsOptions,
   FindMessagesOptions,
@@ -27,6 +29,13 @@ import { channels, emit } from './telemetry.js';
 
 /** Rows one prune statement deletes at most: the pruner loops until a batch comes back short. */
 const PRUNE_BATCH = 10_000;
+
+/**
+ * How often an operator's change is run again after the database rolled it back to break a
+ * deadlock with the relays (MySQL's settles and a discard can lock the same rows in two orders):
+ * the change is one transaction of fixed statements, so running it again is safe.
+ */
+const CONFLICT_ATTEMPTS = 3;
 
 export class Administration {
   private readonly onDeadChecked = new Set<string>();
@@ -88,15 +97,28 @@ export class Administration {
 
   async blockedGroups(
     outbox: string,
-    options: { limit?: number; waiting?: boolean } = {},
+    options: BlockedGroupsOptions & { waiting?: boolean } = {},
   ): Promise<BlockedGroup[]> {
     const o = this.instance.outbox(outbox);
     const limit = listLimit(options.limit);
-    const { waiting: counted = true } = options;
+    const { waiting: counted = true, groupKeyPrefix } = options;
     if (typeof counted !== 'boolean') throw invalidOption('waiting', 'true or false', counted);
+    if (
+      groupKeyPrefix !== undefined &&
+      (typeof groupKeyPrefix !== 'string' || groupKeyPrefix.length === 0 || groupKeyPrefix.length > 1000)
+    ) {
+      throw invalidOption('groupKeyPrefix', 'a string of 1 to 1000 characters', groupKeyPrefix);
+    }
     const heads = await run(
       this.adapter,
-      this.adapter.dialect.blockedGroups(o.table, o.name, limit, o.onDead === 'park', counted),
+      this.adapter.dialect.blockedGroups(
+        o.table,
+        o.name,
+        limit,
+        o.onDead === 'park',
+        counted,
+        groupKeyPrefix,
+      ),
     );
     return heads.map(({ head, waiting }) => ({
       groupKey: head.groupKey!,
@@ -108,6 +130,17 @@ export class Administration {
       nextAttemptAt: head.nextAttemptAt,
       ...(counted ? { waiting } : {}),
     })) as BlockedGroup[]; // without `waiting` when not counted: the facade's overload says so
+  }
+
+  async blockedGroupCounts(outbox: string, options: { upTo?: number } = {}): Promise<BlockedGroupCounts> {
+    const o = this.instance.outbox(outbox);
+    const upTo = integerOption('upTo', options.upTo, 10_000, 1, 1_000_000);
+    // A dialect that keeps tallies ignores `upTo` and reports its figures in full, exact.
+    const { retrying, parked, exact } = await run(
+      this.adapter,
+      this.adapter.dialect.blockedCounts(o.table, o.name, o.onDead === 'park', upTo),
+    );
+    return { retrying, parked, exact };
   }
 
   async list(outbox: string, which: 'pending' | 'dead', requested: unknown): Promise<Envelope[]> {
@@ -158,7 +191,7 @@ export class Administration {
     // Revived messages keep their ids, below the workers' cursors: the count makes them look.
     const first = rewind(dialect, o);
     const revive = dialect.retryDead(o.table, o.name, ids, o.onDead === 'park', Date.now());
-    const results = await this.adapter.executeAtomically([...first, ...queriesOf(revive)]);
+    const results = await this.atomically([...first, ...queriesOf(revive)]);
     return readResults(revive, results.slice(first.length));
   }
 
@@ -172,12 +205,23 @@ export class Administration {
     const first = rewind(dialect, o);
     const remove = dialect.discard(o.table, o.name, checked);
     const removing = queriesOf(remove);
-    const results = await this.adapter.executeAtomically([
+    const results = await this.atomically([
       ...first,
       ...removing,
       dialect.releaseOrphanedHolds(o.table, o.name, o.onDead === 'park'),
     ]);
     return readResults(remove, results.slice(first.length, first.length + removing.length));
+  }
+
+  /** Runs one transaction, again when the database broke a deadlock by rolling it back. */
+  private async atomically(queries: readonly SqlQuery[]) {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.adapter.executeAtomically(queries);
+      } catch (error) {
+        if (attempt >= CONFLICT_ATTEMPTS || !this.adapter.dialect.isConflict(error)) throw error;
+      }
+    }
   }
 
   /** Once per outbox: this instance's `onDead` matches the relaying nodes' (see checkRecordedOnDead). */
@@ -193,10 +237,19 @@ export class Administration {
     const started = performance.now();
     let total = 0;
     for (;;) {
-      const pruned = await runAtomically(
-        this.adapter,
-        this.adapter.dialect.prune(outbox.table, outbox.name, outbox.retention.keep, PRUNE_BATCH, Date.now()),
+      const batch = this.adapter.dialect.prune(
+        outbox.table,
+        outbox.name,
+        outbox.retention.keep,
+        PRUNE_BATCH,
+        Date.now(),
       );
+      // One statement (Postgres) is atomic on its own: sent without BEGIN and COMMIT, one round
+      // trip a batch instead of three (a prune of 500,000 rows makes fifty).
+      const pruned =
+        batch.length === 1
+          ? batch.read([await this.adapter.execute(batch[0]!)])
+          : await runAtomically(this.adapter, batch);
       total += pruned;
       onBatch?.(pruned);
       if (pruned < PRUNE_BATCH) break;

@@ -56,6 +56,27 @@ export interface OutboxerOptions<Tx, Sync extends boolean> {
 /** A blocked group as `blockedGroups(outbox, { waiting: false })` reports it: without the count of what waits. */
 export type BlockedGroupHead = Omit<BlockedGroup, 'waiting'>;
 
+/** Which blocked groups `blockedGroups()` lists. */
+export interface BlockedGroupsOptions {
+  /** At most this many, oldest head first: 1 to 10,000, default 100. */
+  limit?: number;
+  /**
+   * Only the groups whose key starts with this (case-sensitive, 1 to 1000 characters; a whole
+   * key matches itself). Checked on the blocked heads in the database, not on the listed page.
+   */
+  groupKeyPrefix?: string;
+}
+
+/** How many groups are blocked; see `blockedGroupCounts()`. */
+export interface BlockedGroupCounts {
+  /** Groups held back by a message waiting for its retry. */
+  retrying: number;
+  /** Groups held back by a dead message (`onDead: 'park'`). */
+  parked: number;
+  /** False when a figure stopped at `upTo` (Postgres and MySQL): there are at least that many. */
+  exact: boolean;
+}
+
 /** A group held back by its head; see `blockedGroups()`. */
 export interface BlockedGroup {
   groupKey: string;
@@ -100,9 +121,8 @@ export interface Counts {
 export interface CountsOptions {
   /**
    * Report each figure only up to this many (a positive integer), for dashboards and alerts that
-   * only need to know "more than N". On SQLite, which counts the rows, it also stops counting
-   * there, so the cost stays flat however deep the backlog; on Postgres `counts()` sums tallies
-   * and costs the same at any depth either way.
+   * only need to know "more than N". Every dialect sums tallies, so `counts()` costs the same at
+   * any depth either way: only the figures reported are capped.
    */
   upTo?: number;
 }

@@ -17,6 +17,17 @@ export interface CountFigures {
   readonly oldestPendingAt: Date | null;
 }
 
+/**
+ * How many groups a retrying head holds back, and how many a parked dead head does (0 unless the
+ * outbox parks): the grouped rows of those statuses, as `blockedGroups` lists them.
+ */
+export interface BlockedCounts {
+  readonly retrying: number;
+  readonly parked: number;
+  /** False when a figure was counted up to a cap and reached it. */
+  readonly exact: boolean;
+}
+
 /** The head of a blocked group, with how many messages wait behind it. */
 export interface BlockedHead {
   readonly head: PolledEnvelope;
@@ -120,7 +131,8 @@ export interface DialectAdministration {
   /**
    * Groups held by a retrying (or parked dead) head, oldest head first. With `countWaiting` false,
    * what waits behind each head is not counted (`waiting` 0): the count reads the group's pending
-   * rows, the heads alone a partial index.
+   * rows, the heads alone a partial index. With `groupKeyPrefix`, only the groups whose key starts
+   * with it (case-sensitive), checked on the heads, never on the backlog.
    */
   blockedGroups(
     table: QualifiedName,
@@ -128,5 +140,16 @@ export interface DialectAdministration {
     limit: number,
     parkDead: boolean,
     countWaiting?: boolean,
+    groupKeyPrefix?: string,
   ): Statement<BlockedHead[]>;
+  /**
+   * How many groups are blocked (see {@link BlockedCounts}). A dialect that keeps tallies counts
+   * exactly; the others count the heads from their partial index up to `upTo` each.
+   */
+  blockedCounts(
+    table: QualifiedName,
+    outbox: string,
+    parkDead: boolean,
+    upTo: number,
+  ): Statement<BlockedCounts>;
 }

@@ -10,6 +10,7 @@ import type { Ordering } from './options.js';
 import type { Batch, SqlQuery, Statement, Statements, StatusValue } from './sql.js';
 
 export type {
+  BlockedCounts,
   BlockedHead,
   CountFigures,
   DialectAdministration,
@@ -265,6 +266,12 @@ export interface TallyDrift {
 export interface Dialect extends DialectAdministration {
   readonly name: 'postgres' | 'sqlite' | 'mysql';
   readonly capabilities: DialectCapabilities;
+  /**
+   * Whether `error` is the database rolling a transaction back to break a deadlock (or a
+   * serialization conflict): running the same statements again may succeed. SQLite has none (one
+   * writer; a busy database waits in `busy_timeout`).
+   */
+  isConflict(error: unknown): boolean;
   /** DDL for a message table and its companions, in order; idempotent. */
   schema(table: QualifiedName): string[];
   readonly inbox: InboxDialect; // the inbox's table and statements (core/inbox)

@@ -54,6 +54,7 @@ export interface OutboxOptions {
    * `counts()` reads against the rows themselves. `counts()` sums tallies that every change by
    * outboxer writes with it; a recount corrects what changed the table otherwise (SQL run by hand,
    * nodes on a version without tallies during an upgrade). It reads every row of the outbox.
+   * SQLite keeps its tallies with triggers, which tally SQL run by hand too: it never recounts.
    * Default 600000 (10 min), counted from when the outbox's first relay started.
    */
   recountInterval?: number;

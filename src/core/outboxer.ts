@@ -2,7 +2,9 @@ import { randomUUID } from 'node:crypto';
 import { Administration } from './administration.js';
 import type {
   BlockedGroup,
+  BlockedGroupCounts,
   BlockedGroupHead,
+  BlockedGroupsOptions,
   Counts,
   CountsOptions,
   FindMessagesOptions,
@@ -35,21 +37,6 @@ import type { Envelope } from './relay.js';
 import { RelayingNode } from './relaying.js';
 import { addInboxOutboxes, resolveOutboxes } from './outboxes.js';
 import { drainOutbox, mergeDrainResults, type DrainOptions, type DrainResult } from './testing.js';
-
-export type {
-  BlockedGroup,
-  BlockedGroupHead,
-  Counts,
-  CountsOptions,
-  FindMessagesOptions,
-  FoundMessage,
-  MessagePage,
-  MessageState,
-  NodeState,
-  OutboxerOptions,
-  PartitionState,
-  PublishInput,
-} from './api.js';
 
 type Published<Sync extends boolean> = MaybePromise<number, Sync>;
 
@@ -244,11 +231,11 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
   }
 
   /**
-   * `{ pending, delivered, dead, orphaned, relaySeenAt }` of an outbox, exact. On Postgres the
-   * sum of the tallies each change writes with it (`<table>_tallies`, see `recountInterval`), a
-   * few rows however deep the backlog; on SQLite a count of the rows. Call it from a metrics job,
-   * not per request. Logs a warning when messages are pending but no relaying node was seen for
-   * five lease periods (a silent backlog), or when rows are orphaned.
+   * `{ pending, delivered, dead, orphaned, relaySeenAt }` of an outbox, exact: the sum of its
+   * tallies (`<table>_tallies`), a few rows however deep the backlog. On Postgres and MySQL each
+   * change writes its tally with it (see `recountInterval`); on SQLite triggers keep them. Logs a
+   * warning when messages are pending but no relaying node was seen for five lease periods (a
+   * silent backlog), or when rows are orphaned.
    */
   counts(outbox: string, options: CountsOptions = {}): Promise<Counts> {
     return this.administration.counts(outbox, options);
@@ -264,17 +251,37 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
    *   console.log(`${g.groupKey}: #${g.headId} failing since ${g.blockedSince} (${g.attempts}×, ${g.waiting} waiting): ${g.lastError}`);
    * }
    */
-  blockedGroups(outbox: string, options?: { limit?: number }): Promise<BlockedGroup[]>;
+  blockedGroups(outbox: string, options?: BlockedGroupsOptions & { waiting?: true }): Promise<BlockedGroup[]>;
   /**
    * The same without counting what waits behind each head (`waiting: false`): the heads come from
    * a partial index, so the call costs the same at any depth of backlog (for dashboards).
+   *
+   * @example
+   * // The blocked groups of one customer, however many other groups are blocked
+   * await outboxer.blockedGroups('orders', { groupKeyPrefix: 'customer-42/', waiting: false });
    */
-  blockedGroups(outbox: string, options: { limit?: number; waiting: false }): Promise<BlockedGroupHead[]>;
   blockedGroups(
     outbox: string,
-    options: { limit?: number; waiting?: boolean } = {},
+    options: BlockedGroupsOptions & { waiting: false },
+  ): Promise<BlockedGroupHead[]>;
+  blockedGroups(
+    outbox: string,
+    options: BlockedGroupsOptions & { waiting?: boolean } = {},
   ): Promise<BlockedGroup[] | BlockedGroupHead[]> {
     return this.administration.blockedGroups(outbox, options);
+  }
+
+  /**
+   * How many groups are blocked: by a retrying head (`retrying`), and by a parked dead one
+   * (`parked`, 0 unless the outbox has `onDead: 'park'`). On SQLite read from tallies, exact at any
+   * size; on Postgres and MySQL each is counted from the heads' partial index up to `upTo`
+   * (default 10,000), and `exact` is false when one reached it. Never reads the backlog.
+   *
+   * @example
+   * const { retrying, parked, exact } = await outboxer.blockedGroupCounts('orders');
+   */
+  blockedGroupCounts(outbox: string, options: { upTo?: number } = {}): Promise<BlockedGroupCounts> {
+    return this.administration.blockedGroupCounts(outbox, options);
   }
 
   /** Messages waiting for delivery (ready, retrying or held), oldest first. `limit`: 1 to 10,000, default 100. */

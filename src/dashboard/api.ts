@@ -1,9 +1,11 @@
 /**
  * What the page reads and does, as JSON-ready values: each read is a few cheap calls of the public
- * `Outboxer` API (`counts()`, `partitions()`, `relayingNodes()`, `blockedGroups({ limit, waiting: false })`,
- * `findMessages()` a page at a time), each change one call of `retryDead()` or `discard()`.
+ * `Outboxer` API (`counts()`, `blockedGroupCounts()`, `partitions()`, `relayingNodes()`,
+ * `blockedGroups({ limit, waiting: false, groupKeyPrefix })`, `findMessages()` a page at a time),
+ * each change one call of `retryDead()` or `discard()`.
  */
-import type { FoundMessage, MessageState, Outboxer } from '../core/outboxer.js';
+import type { FoundMessage, MessageState } from '../core/api.js';
+import type { Outboxer } from '../core/outboxer.js';
 import { OutboxerError } from '../core/errors.js';
 import { channels, emit } from '../core/telemetry.js';
 import { History } from './history.js';
@@ -19,16 +21,20 @@ export type DashboardSource = Pick<
   | 'partitions'
   | 'relayingNodes'
   | 'blockedGroups'
+  | 'blockedGroupCounts'
   | 'findMessages'
   | 'retryDead'
   | 'discard'
 >;
 
 /**
- * Blocked groups the page lists, oldest head first (its search filters these). Without the count
- * of what waits behind each head, which reads the group's pending rows.
+ * Blocked groups the page lists, oldest head first, and the most a search by group-key prefix
+ * returns (the database searches all heads). Without the count of what waits behind each head,
+ * which reads the group's pending rows.
  */
 export const BLOCKED_SHOWN = 200;
+/** Blocked groups counted per figure on Postgres and MySQL before the page says "at least". */
+export const BLOCKED_COUNTED = 10_000;
 /** Ids one change collects from a group, a page of `findMessages` at a time. */
 const GROUP_PAGE = 1000;
 /** Dead messages of one group a single retry or redrive revives at most. */
@@ -68,11 +74,12 @@ export class DashboardApi {
     const now = Date.now();
     const outboxes = await Promise.all(
       this.outboxes.map(async (name) => {
-        const [counts, partitions, nodes, blocked] = await Promise.all([
+        const [counts, blockedCounts, partitions, nodes, blocked] = await Promise.all([
           this.source.counts(name),
+          this.source.blockedGroupCounts(name, { upTo: BLOCKED_COUNTED }),
           this.source.partitions(name),
           this.source.relayingNodes(name),
-          this.source.blockedGroups(name, { limit: BLOCKED_SHOWN, waiting: false }),
+          this.blocked(name),
         ]);
         this.history.add(name, {
           at: now,
@@ -90,19 +97,15 @@ export class DashboardApi {
             delivered: counts.delivered,
             dead: counts.dead,
             orphaned: counts.orphaned,
-            retryingGroups: blocked.filter((g) => !g.parked).length,
-            parkedGroups: blocked.filter((g) => g.parked).length,
+            retryingGroups: blockedCounts.retrying,
+            parkedGroups: blockedCounts.parked,
+            // False past BLOCKED_COUNTED on Postgres and MySQL: the page shows "≥ N".
+            blockedExact: blockedCounts.exact,
             blockedCapped: blocked.length === BLOCKED_SHOWN,
           },
           oldestPendingAt: time(counts.oldestPendingAt),
           relaySeenAt: time(counts.relaySeenAt),
-          blocked: blocked.map((g) => ({
-            ...g,
-            // `redact` sees whole messages; a head's error alone is not shown past it (fail closed).
-            lastError: this.options.redact === undefined ? g.lastError : null,
-            blockedSince: time(g.blockedSince),
-            nextAttemptAt: time(g.nextAttemptAt),
-          })),
+          blocked,
           partitions: partitions.map((p) => ({ ...p, leaseUntil: time(p.leaseUntil) })),
           nodes: nodes.map((n) => ({ ...n, lastSeen: time(n.lastSeen) })),
           samples: this.history.list(name),
@@ -110,6 +113,25 @@ export class DashboardApi {
       }),
     );
     return { now, outboxes };
+  }
+
+  /**
+   * The oldest blocked groups of an outbox (at most {@link BLOCKED_SHOWN}); with `prefix`, those
+   * whose group key starts with it, searched among all the heads by the database.
+   */
+  async blocked(outbox: string, prefix?: string) {
+    const groups = await this.source.blockedGroups(outbox, {
+      limit: BLOCKED_SHOWN,
+      waiting: false,
+      ...(prefix === undefined ? {} : { groupKeyPrefix: prefix }),
+    });
+    return groups.map((g) => ({
+      ...g,
+      // `redact` sees whole messages; a head's error alone is not shown past it (fail closed).
+      lastError: this.options.redact === undefined ? g.lastError : null,
+      blockedSince: time(g.blockedSince),
+      nextAttemptAt: time(g.nextAttemptAt),
+    }));
   }
 
   /** One page of pending or dead messages. */

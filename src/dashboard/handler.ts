@@ -13,7 +13,7 @@ import type { Outboxer } from '../core/outboxer.js';
 import { describeError, isOutboxerError } from '../core/errors.js';
 import type { Logger } from '../core/logger.js';
 import { channels, emit } from '../core/telemetry.js';
-import { DashboardApi, type DashboardSource } from './api.js';
+import { BLOCKED_SHOWN, DashboardApi, type DashboardSource } from './api.js';
 import { resolveDashboardOptions, type DashboardAction, type DashboardOptions } from './options.js';
 import { renderPage } from './page.js';
 
@@ -107,6 +107,13 @@ export function createDashboard(
           return page(resolved.title, basePath, resolved.refreshInterval);
         case '/api/overview':
           return json({ ...(await api.overview()), mutations: resolved.mutations, token });
+        case '/api/blocked': {
+          const outbox = api.checkOutbox(url.searchParams.get('outbox'));
+          const prefix = url.searchParams.get('prefix') ?? '';
+          if (prefix.length > 1000) throw new BadRequest('"prefix" takes at most 1000 characters');
+          const groups = await api.blocked(outbox, prefix === '' ? undefined : prefix);
+          return json({ groups, capped: groups.length === BLOCKED_SHOWN });
+        }
         case '/api/messages':
           return json(await api.messages(api.checkOutbox(url.searchParams.get('outbox')), messageQuery(url)));
         case '/api/message': {

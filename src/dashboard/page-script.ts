@@ -10,7 +10,7 @@ export const PAGE_SCRIPT = String.raw`
   var base = meta('outboxer-base');
   var interval = Number(meta('outboxer-refresh'));
   var $ = function (id) { return document.getElementById(id); };
-  var state = { token: null, mutations: false, outbox: null, overview: null, messages: [], next: null, selected: new Set(), detail: null, busy: false };
+  var state = { token: null, mutations: false, outbox: null, overview: null, messages: [], next: null, selected: new Set(), detail: null, busy: false, search: null };
 
   function el(tag, props, children) {
     var e = document.createElement(tag);
@@ -76,10 +76,11 @@ export const PAGE_SCRIPT = String.raw`
 
   function renderFigures(o) {
     var f = $('figures'); clear(f);
-    var c = o.counts, capped = c.blockedCapped ? '+' : '';
+    // Counted up to a cap on Postgres and MySQL: a figure at the cap is a floor.
+    var c = o.counts, atLeast = c.blockedExact ? '' : '≥ ';
     [['pending', 'Pending', fmt(c.pending), c.pending > 0 ? '' : ''],
-     ['retrying', 'Retrying groups', fmt(c.retryingGroups) + capped, c.retryingGroups > 0 ? 'warn' : ''],
-     ['parked', 'Parked groups', fmt(c.parkedGroups) + capped, c.parkedGroups > 0 ? 'bad' : ''],
+     ['retrying', 'Retrying groups', atLeast + fmt(c.retryingGroups), c.retryingGroups > 0 ? 'warn' : ''],
+     ['parked', 'Parked groups', atLeast + fmt(c.parkedGroups), c.parkedGroups > 0 ? 'bad' : ''],
      ['dead', 'Dead', fmt(c.dead), c.dead > 0 ? 'bad' : ''],
      ['delivered', o.keepsDelivered ? 'Delivered (kept)' : 'Delivered (not kept)', o.keepsDelivered ? fmt(c.delivered) : '–', ''],
      ['orphaned', 'Orphaned', fmt(c.orphaned), c.orphaned > 0 ? 'bad' : ''],
@@ -138,11 +139,26 @@ export const PAGE_SCRIPT = String.raw`
     });
   }
 
+  // The search is a group-key prefix the database looks for among all blocked heads: its result
+  // (state.search) replaces the overview's oldest heads while the box holds that term.
+  function searchTerm() { return $('blocked-search').value.trim(); }
+  function searchBlocked() {
+    var term = searchTerm(), outbox = state.outbox;
+    if (term === '') { state.search = null; return Promise.resolve(); }
+    return api('blocked?' + query({ outbox: outbox, prefix: term })).then(function (data) {
+      if (searchTerm() === term && state.outbox === outbox) state.search = { term: term, outbox: outbox, groups: data.groups, capped: data.capped };
+    });
+  }
   function renderBlocked(o) {
-    var term = $('blocked-search').value.trim();
+    var term = searchTerm();
     var body = $('blocked').tBodies[0]; clear(body);
-    var groups = o.blocked.filter(function (g) { return term === '' || g.groupKey.indexOf(term) !== -1; });
-    $('blocked-note').textContent = (o.counts.blockedCapped ? 'the ' + o.blocked.length + ' oldest shown; ' : '') + groups.length + ' of ' + o.blocked.length;
+    var found = state.search && state.search.term === term && state.search.outbox === o.name ? state.search : null;
+    var groups = term === '' ? o.blocked : found ? found.groups : [];
+    var total = o.counts.retryingGroups + o.counts.parkedGroups;
+    $('blocked-note').textContent = term === ''
+      ? (o.counts.blockedCapped ? 'the ' + o.blocked.length + ' oldest of ' + (o.counts.blockedExact ? '' : '≥ ') + fmt(total) + ' shown' : fmt(groups.length) + ' blocked')
+      : !found ? 'searching…'
+      : (found.capped ? 'the ' + groups.length + ' oldest' : groups.length) + ' with a key starting with “' + term + '”';
     groups.forEach(function (g) {
       var actions = el('td', {}, [
         el('button', { type: 'button', text: 'Messages', onclick: function () { showGroup(g.groupKey, g.parked ? 'dead' : 'pending'); } }),
@@ -265,13 +281,20 @@ export const PAGE_SCRIPT = String.raw`
       $('mode').className = 'badge' + (data.mutations ? ' on' : '');
       renderOutboxes(data.outboxes);
       var o = current();
-      if (o) { renderFigures(o); renderChart(o); renderPartitions(o); renderBlocked(o); }
+      if (o) { renderFigures(o); renderChart(o); renderPartitions(o); }
+      return searchBlocked().then(function () { var now = current(); if (now) renderBlocked(now); });
+    }).then(function () {
       return loadMessages(false);
     }).then(function () { if (!state.busy) setStatus('Updated ' + new Date().toLocaleTimeString()); });
   }
 
   $('outbox-select').addEventListener('change', function (e) { state.outbox = e.target.value; state.messages = []; state.selected.clear(); refresh().catch(fail); });
-  $('blocked-search').addEventListener('input', function () { var o = current(); if (o) renderBlocked(o); });
+  var searching = null;
+  $('blocked-search').addEventListener('input', function () {
+    var o = current(); if (o) renderBlocked(o);
+    clearTimeout(searching);
+    searching = setTimeout(function () { searchBlocked().then(function () { var now = current(); if (now) renderBlocked(now); }).catch(fail); }, 250);
+  });
   $('apply-filters').addEventListener('click', function () { state.selected.clear(); loadMessages(false).catch(fail); });
   $('message-status').addEventListener('change', function () { state.selected.clear(); loadMessages(false).catch(fail); });
   $('more').addEventListener('click', function () { loadMessages(true).catch(fail); });
@@ -301,7 +324,7 @@ export const PAGE_SCRIPT = String.raw`
   $('detail-discard').addEventListener('click', function () { discard([state.detail]); });
 
   var timer = null, looping = false;
-  // A slow refresh (a deep backlog on SQLite, whose counts read the rows) waits longer before the next.
+  // A slow refresh (a database under load) waits longer before the next.
   // A page nobody looks at (a background tab left open all night) asks nothing: it refreshes again
   // the moment it is shown.
   function loop() {

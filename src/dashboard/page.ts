@@ -55,7 +55,7 @@ export function renderPage(o: {
   </div>
   <section class="panel">
     <h2>Blocked groups</h2>
-    <input id="blocked-search" type="search" placeholder="Search by group key" aria-label="Search blocked groups by group key">
+    <input id="blocked-search" type="search" placeholder="Group key starts with…" aria-label="Search blocked groups by group-key prefix">
     <span id="blocked-note" class="note"></span>
     <table id="blocked"><thead><tr><th>Group key</th><th>Head</th><th>State</th><th>Since</th><th>Attempts</th><th>Last error</th><th></th></tr></thead><tbody></tbody></table>
   </section>

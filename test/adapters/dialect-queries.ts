@@ -104,6 +104,11 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
       ],
       [`releaseOrphanedHolds parkDead=${parkDead}`, dialect.releaseOrphanedHolds(table, 'orders', parkDead)],
       [`blockedGroups parkDead=${parkDead}`, dialect.blockedGroups(table, 'orders', 100, parkDead)],
+      [
+        `blockedGroups prefix parkDead=${parkDead}`,
+        dialect.blockedGroups(table, 'orders', 100, parkDead, false, 'order:'),
+      ],
+      [`blockedCounts parkDead=${parkDead}`, dialect.blockedCounts(table, 'orders', parkDead, 10_000)],
     ]),
     ['nextRetryAt', dialect.nextRetryAt(table, 'orders', 3)],
     [
@@ -202,6 +207,7 @@ export const coveredMethods = [
   'discard',
   'releaseOrphanedHolds',
   'blockedGroups',
+  'blockedCounts',
   'prune',
   'missingSchemaObject',
 ];

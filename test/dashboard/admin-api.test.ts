@@ -1,9 +1,16 @@
 /**
  * The public calls the dashboard is built on, on every dialect: findMessages (filters, keyset
- * paging, the scan bound), partitions (lease holder, epoch, backlog, orphans) and relayingNodes.
+ * paging, the scan bound), blockedGroups by group-key prefix, blockedGroupCounts, partitions
+ * (lease holder, epoch, backlog, orphans) and relayingNodes.
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
-import { Outboxer, functionRelay, type Envelope, type OutboxOptions } from 'outboxer';
+import {
+  Outboxer,
+  functionRelay,
+  type BlockedGroupsOptions,
+  type Envelope,
+  type OutboxOptions,
+} from 'outboxer';
 import { fixtures, publishInTransaction, type Fixture } from '../support/databases.js';
 import { waitUntil } from '../support/random.js';
 
@@ -123,6 +130,66 @@ describe.each(fixtures)('administration for the dashboard on $name', ({ make }) 
     await expect(outboxer.blockedGroups('ops', { waiting: 'no' as never })).rejects.toMatchObject({
       code: 'INVALID_OPTIONS',
     });
+    await outboxer.close();
+  });
+
+  test('blockedGroups by group-key prefix finds a group past the oldest heads; blockedGroupCounts counts them all', async () => {
+    const { outboxer, poison, publish } = setup({ maxAttempts: 1, onDead: 'park' });
+    await outboxer.migrate();
+    // Parked heads a1..a4 and b1, then a retrying one (c1) after the relay is told to fail softly.
+    for (const p of ['a1', 'a2', 'a3', 'a4', 'b1']) poison.add(p);
+    await publish([
+      ['a1', 'tenant-a/1'],
+      ['a2', 'tenant-a/2'],
+      ['a3', 'tenant-a/3'],
+      ['a4', 'tenant-A/4'],
+      ['b1', 'tenant-b/1'],
+      ['n1', null],
+      ['w1', 'tenant-b/1'],
+    ]);
+    await outboxer.drain('ops', { maxRounds: 1 });
+    const keys = async (options: BlockedGroupsOptions) =>
+      (await outboxer.blockedGroups('ops', { waiting: false, ...options })).map((g) => g.groupKey);
+    // Beyond a limit of 1, the prefix still reaches the newest head: the database searches them all.
+    expect(await keys({ limit: 1 })).toEqual(['tenant-a/1']);
+    expect(await keys({ limit: 1, groupKeyPrefix: 'tenant-b' })).toEqual(['tenant-b/1']);
+    expect(await keys({ groupKeyPrefix: 'tenant-a/' })).toEqual(['tenant-a/1', 'tenant-a/2', 'tenant-a/3']);
+    expect(await keys({ groupKeyPrefix: 'tenant-A' })).toEqual(['tenant-A/4']); // case-sensitive
+    expect(await keys({ groupKeyPrefix: 'tenant-a/2' })).toEqual(['tenant-a/2']); // a whole key
+    expect(await keys({ groupKeyPrefix: 'tenant-a/2x' })).toEqual([]);
+    expect(await keys({ groupKeyPrefix: '%' })).toEqual([]); // no pattern characters
+    const counted = await outboxer.blockedGroups('ops', { groupKeyPrefix: 'tenant-b/' });
+    expect(counted.map((g) => [g.groupKey, g.waiting, g.parked])).toEqual([['tenant-b/1', 1, true]]);
+    expect(await outboxer.blockedGroupCounts('ops')).toEqual({ retrying: 0, parked: 5, exact: true });
+    for (const bad of ['', 'x'.repeat(1001), 7]) {
+      await expect(outboxer.blockedGroups('ops', { groupKeyPrefix: bad as never })).rejects.toMatchObject({
+        code: 'INVALID_OPTIONS',
+      });
+    }
+    await expect(outboxer.blockedGroupCounts('ops', { upTo: 0 })).rejects.toMatchObject({
+      code: 'INVALID_OPTIONS',
+    });
+    await outboxer.close();
+  });
+
+  test('blockedGroupCounts: retrying heads of groups only, parked none without onDead park, a cap where counted', async () => {
+    const { outboxer, poison, publish } = setup({ maxAttempts: 5 });
+    await outboxer.migrate();
+    for (const p of ['r1', 'r2', 'r3', 'u1']) poison.add(p);
+    await publish([
+      ['r1', 'g1'],
+      ['r2', 'g2'],
+      ['r3', 'g3'],
+      ['u1', null],
+    ]);
+    await outboxer.drain('ops', { maxRounds: 1 });
+    expect(await outboxer.blockedGroupCounts('ops')).toEqual({ retrying: 3, parked: 0, exact: true });
+    // SQLite reads its tallies and ignores the cap; Postgres and MySQL stop counting at it.
+    expect(await outboxer.blockedGroupCounts('ops', { upTo: 2 })).toEqual(
+      fixture.kind === 'sqlite'
+        ? { retrying: 3, parked: 0, exact: true }
+        : { retrying: 2, parked: 0, exact: false },
+    );
     await outboxer.close();
   });
 

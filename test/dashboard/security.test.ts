@@ -214,6 +214,7 @@ describe.each(fixtures)('dashboard security on $name', ({ make }) => {
     try {
       expect((await fetch(closed.url)).status).toBe(403);
       expect((await fetch(`${closed.origin}/api/overview`)).status).toBe(403);
+      expect((await fetch(`${closed.origin}/api/blocked?outbox=orders&prefix=g`)).status).toBe(403);
     } finally {
       await closed.close();
     }
@@ -244,6 +245,15 @@ describe.each(fixtures)('dashboard security on $name', ({ make }) => {
         outboxes: Array<{ blocked: Array<{ lastError: string | null }> }>;
       };
       expect(overview.outboxes[0]!.blocked.map((g) => g.lastError)).toEqual([null]);
+      // The search's heads leave out their errors too; a prefix past 1000 characters is refused.
+      const found = (await (
+        await fetch(`${dashboard.origin}/api/blocked?outbox=orders&prefix=g`)
+      ).json()) as {
+        groups: Array<{ lastError: string | null }>;
+      };
+      expect(found.groups.map((g) => g.lastError)).toEqual([null]);
+      const long = `${dashboard.origin}/api/blocked?outbox=orders&prefix=${'x'.repeat(1001)}`;
+      expect((await fetch(long)).status).toBe(400);
       const html = await fetch(dashboard.url);
       const csp = html.headers.get('content-security-policy')!;
       expect(csp).toMatch(/default-src 'none'; script-src 'nonce-[^']+'/);

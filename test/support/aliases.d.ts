@@ -16,3 +16,9 @@ declare module 'typeorm-v0' {
 declare module 'kysely-v0.28' {
   export * from 'kysely';
 }
+declare module 'prisma-adapter-pg-v6' {
+  export { PrismaPg } from '@prisma/adapter-pg';
+}
+declare module 'prisma-adapter-mariadb-v6' {
+  export { PrismaMariaDb } from '@prisma/adapter-mariadb';
+}

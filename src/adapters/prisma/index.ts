@@ -1,6 +1,6 @@
 /**
- * `outboxer/prisma`: PostgreSQL, MySQL and MariaDB through Prisma 7 (driver adapters) interactive
- * transactions.
+ * `outboxer/prisma`: PostgreSQL, MySQL and MariaDB through the interactive transactions of Prisma 7,
+ * or Prisma 6.19 with its Rust-free client (`engineType = "client"`), on driver adapters.
  * @packageDocumentation
  */
 export { prisma, type PrismaClientLike, type PrismaOptions, type PrismaTransactionClient } from './prisma.js';

@@ -23,7 +23,10 @@ export interface PrismaTransactionClient extends PrismaRawQueries {
   readonly $connect?: never;
 }
 
-/** The part of a `PrismaClient` (Prisma 7, with a Postgres or MySQL driver adapter) outboxer uses. */
+/**
+ * The part of a `PrismaClient` (Prisma 7, or Prisma 6.19 generated with `engineType = "client"`,
+ * with a Postgres or MySQL driver adapter) outboxer uses.
+ */
 export interface PrismaClientLike extends PrismaRawQueries {
   $connect(): PromiseLike<void>;
   $transaction<T>(
@@ -62,8 +65,9 @@ const DIALECT_OF_PROVIDER = new Map<string, OrmDialectName>([
 const UNREAD_STATEMENTS = new Set(postgresDialect.migrationLock().map((query) => query.text));
 
 /**
- * The Prisma adapter (Prisma 7 with a driver adapter): PostgreSQL with `@prisma/adapter-pg`, and
- * MySQL 8 and MariaDB 10.6+ with `@prisma/adapter-mariadb`. Publish with the `tx` of an
+ * The Prisma adapter (Prisma 7, or Prisma 6.19 with `engineType = "client"`, on a driver adapter):
+ * PostgreSQL with `@prisma/adapter-pg`, and MySQL 8 and MariaDB 10.6+ with `@prisma/adapter-mariadb`
+ * (on Prisma 6 only publishing: pass `relayDatabase: mysql2(pool)` for the relay side). Publish with the `tx` of an
  * interactive transaction, `prisma.$transaction(async (tx) => …)`; statements run through
  * `tx.$queryRawUnsafe(text, ...values)` (`$n` placeholders on Postgres, `?` on MySQL). A batch
  * transaction (`$transaction([…])`) cannot publish: it takes queries, not a callback.
@@ -109,15 +113,18 @@ export function prisma(
     // rows a statement changes without the gaps beside them; Postgres' default is READ COMMITTED.
     ...(mysql ? { isolationLevel: 'ReadCommitted' as const } : {}),
   };
-  const own: EngineSide = {
-    execute: (query) => run(client, query),
-    executeAtomically: async (queries) =>
-      client.$transaction(async (tx) => {
-        const results: Row[][] = [];
-        for (const query of queries) results.push(await run(tx, query));
-        return results;
-      }, transactionOptions),
-  };
+  const own: EngineSide =
+    mysql && readsBinaryTextAsBytes(client)
+      ? refusingRelaySide
+      : {
+          execute: (query) => run(client, query),
+          executeAtomically: async (queries) =>
+            client.$transaction(async (tx) => {
+              const results: Row[][] = [];
+              for (const query of queries) results.push(await run(tx, query));
+              return results;
+            }, transactionOptions),
+        };
   return {
     dialect,
     sync: false,
@@ -150,6 +157,39 @@ function chooseDialect(provider: string | undefined, name: unknown): Dialect {
     );
   }
   return chooseOrmDialect('prisma.dialect', name, detected, `the client was generated for ${provider}`);
+}
+
+/**
+ * Whether the client is Prisma 6 on its MariaDB driver adapter, which types every text column with
+ * a binary collation as bytes and then refuses the string the connector returns for it
+ * ("Cannot serialize value of type string as Bytes"; fixed in Prisma 7 by prisma/orm#29238;
+ * no 6.x has the fix). Outboxer's MySQL tables are utf8mb4_bin: the relay side, which reads them,
+ * cannot run on that client, while publishing only writes.
+ */
+function readsBinaryTextAsBytes(client: PrismaClientLike): boolean {
+  // Not public API: the version the client was generated with, and its driver adapter.
+  const { _clientVersion: version, _engineConfig: config } = client as {
+    _clientVersion?: unknown;
+    _engineConfig?: { adapter?: { adapterName?: unknown } };
+  };
+  return (
+    typeof version === 'string' &&
+    version.startsWith('6.') &&
+    config?.adapter?.adapterName === '@prisma/adapter-mariadb'
+  );
+}
+
+/** The relay side of a Prisma 6 client on @prisma/adapter-mariadb: it refuses, naming the way out. */
+const refusingRelaySide: EngineSide = {
+  execute: refuseRelaySide,
+  executeAtomically: refuseRelaySide,
+};
+
+async function refuseRelaySide(): Promise<never> {
+  throw new OutboxerError(
+    'DATABASE_UNSUPPORTED',
+    'prisma(client): Prisma 6\'s @prisma/adapter-mariadb cannot read outboxer\'s tables (it types their utf8mb4_bin text as bytes, then fails with "Cannot serialize value of type string as Bytes"). Publishing works; run the relay side on another adapter, relayDatabase: mysql2(pool) from outboxer/mysql2, or use Prisma 7.',
+  );
 }
 
 async function runOnPostgres(client: PrismaRawQueries, query: SqlQuery): Promise<Row[]> {

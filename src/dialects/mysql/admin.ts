@@ -1,4 +1,5 @@
 import type {
+  BlockedCounts,
   BlockedHead,
   CountFigures,
   FoundMessages,
@@ -16,7 +17,13 @@ import {
   type SqlQuery,
   type Statement,
 } from '../../core/sql.js';
-import { configurationOf, readBlockedHeads, readCountFigures, readEnvelope } from '../shared/columns.js';
+import {
+  configurationOf,
+  readBlockedCounts,
+  readBlockedHeads,
+  readCountFigures,
+  readEnvelope,
+} from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { blockingStatus } from '../shared/statuses.js';
 import { byIds, COLUMNS, M_COLUMNS, NOW_MS, PARTITION, TALLY_COLUMNS } from './shared.js';
@@ -215,18 +222,45 @@ export function blockedGroups(
   limit: number,
   parkDead: boolean,
   countWaiting = true,
+  groupKeyPrefix?: string,
 ): Statement<BlockedHead[]> {
   const { messages } = tables(table);
   const p = Parameters.positional();
   const waiting = countWaiting
     ? `(SELECT COUNT(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (${Status.ready}, ${Status.held}) AND w.id > h.id)`
     : '0';
+  // Built left to right: positional values follow the text. Checked on the heads alone; the
+  // column's collation is binary, so the prefix is case-sensitive.
+  const prefix = () =>
+    groupKeyPrefix === undefined
+      ? ''
+      : ` AND LEFT(group_key, CHAR_LENGTH(${p.add(groupKeyPrefix)})) = ${p.add(groupKeyPrefix)}`;
   return p.statement(
     `SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since, ${waiting} AS waiting
-FROM (SELECT id FROM ${messages} WHERE outbox = ${p.add(outbox)} AND group_key IS NOT NULL AND ${blockingStatus(parkDead, 'status')} ORDER BY id LIMIT ${p.add(limit)}) AS top
+FROM (SELECT id FROM ${messages} WHERE outbox = ${p.add(outbox)} AND group_key IS NOT NULL AND ${blockingStatus(parkDead, 'status')}${prefix()} ORDER BY id LIMIT ${p.add(limit)}) AS top
 JOIN ${messages} h ON h.id = top.id
 ORDER BY h.id`,
     (rows) => readBlockedHeads(rows, outbox),
+  );
+}
+
+/**
+ * Blocked groups by their head's status (see `blockedGroups`), each counted up to `upTo` from a
+ * range of `_status` (outbox, status, id): the blocked groups, never the backlog. Reads only.
+ */
+export function blockedCounts(
+  table: QualifiedName,
+  outbox: string,
+  parkDead: boolean,
+  upTo: number,
+): Statement<BlockedCounts> {
+  const { messages } = tables(table);
+  const p = Parameters.positional();
+  const count = (status: number) =>
+    `(SELECT COUNT(*) FROM (SELECT 1 FROM ${messages} WHERE outbox = ${p.add(outbox)} AND status = ${status} AND group_key IS NOT NULL LIMIT ${p.add(upTo)}) AS heads)`;
+  return p.statement(
+    `SELECT ${count(Status.retry)} AS retrying, ${parkDead ? count(Status.dead) : '0'} AS parked`,
+    (rows) => readBlockedCounts(rows, upTo),
   );
 }
 

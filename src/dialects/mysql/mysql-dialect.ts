@@ -1,5 +1,6 @@
 import type { Dialect } from '../../core/dialect.js';
 import {
+  blockedCounts,
   blockedGroups,
   counts,
   discard,
@@ -27,6 +28,7 @@ import { mysqlSchema } from './mysql-schema.js';
 import { poll } from './poll.js';
 import { insert } from './publish.js';
 import { hold, releaseOrphanedHolds, settle } from './settle.js';
+import { hasErrorCode, MYSQL_CONFLICTS } from '../shared/conflicts.js';
 
 /**
  * Every statement outboxer runs on MySQL 8 and MariaDB 10.6+, one file per statement family, laid
@@ -52,6 +54,7 @@ export const mysqlDialect = Object.freeze({
     pollCursor: false,
     rejectsNulCharacters: false,
   }),
+  isConflict: (error: unknown) => hasErrorCode(error, MYSQL_CONFLICTS),
   schema: mysqlSchema,
   migrationLock,
   insert,
@@ -78,6 +81,7 @@ export const mysqlDialect = Object.freeze({
   retryDead,
   discard,
   releaseOrphanedHolds,
+  blockedCounts,
   blockedGroups,
   prune,
   missingSchemaObject,

@@ -1,4 +1,5 @@
 import type {
+  BlockedCounts,
   BlockedHead,
   CountFigures,
   FoundMessages,
@@ -8,7 +9,13 @@ import type {
 } from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
 import { Status, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
-import { configurationOf, readBlockedHeads, readCountFigures, readEnvelope } from '../shared/columns.js';
+import {
+  configurationOf,
+  readBlockedCounts,
+  readBlockedHeads,
+  readCountFigures,
+  readEnvelope,
+} from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { COLUMNS, REMOVED, tally } from './shared.js';
 import { configTable, tables } from './tables.js';
@@ -166,22 +173,47 @@ export function blockedGroups(
   limit: number,
   parkDead: boolean,
   countWaiting = true,
+  groupKeyPrefix?: string,
 ): Statement<BlockedHead[]> {
   const { messages } = tables(table);
   const p = Parameters.numbered();
   const o = p.add(outbox);
+  // Checked on the heads alone (`_blocking` holds the group key): a scan of the blocked groups.
+  const prefix = groupKeyPrefix === undefined ? '' : ` AND starts_with(group_key, ${p.add(groupKeyPrefix)})`;
   const waiting = countWaiting
     ? `(SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status = ${Status.held} AND w.id > h.id)
   + (SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.partition = h.partition AND w.status = ${Status.ready} AND w.id > h.id AND w.group_key = h.group_key)`
     : '0';
   const heads = parkDead ? `status IN (${Status.retry}, ${Status.dead})` : `status = ${Status.retry}`;
   return p.statement(
-    `WITH heads AS MATERIALIZED (SELECT id FROM ${messages} WHERE outbox = ${o} AND group_key IS NOT NULL AND ${heads}),
+    `WITH heads AS MATERIALIZED (SELECT id FROM ${messages} WHERE outbox = ${o} AND group_key IS NOT NULL AND ${heads}${prefix}),
 top AS (SELECT id FROM heads ORDER BY id LIMIT ${p.add(limit)})
 SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since, ${waiting} AS waiting
 FROM top JOIN ${messages} h ON h.id = top.id
 ORDER BY h.id`,
     (rows) => readBlockedHeads(rows, outbox),
+  );
+}
+
+/**
+ * Blocked groups by their head's status (see `blockedGroups`), each counted up to `upTo` from the
+ * heads' partial indexes (`_retry`, `_dead` or `_blocking`): the blocked groups, never the backlog.
+ */
+export function blockedCounts(
+  table: QualifiedName,
+  outbox: string,
+  parkDead: boolean,
+  upTo: number,
+): Statement<BlockedCounts> {
+  const { messages } = tables(table);
+  const p = Parameters.numbered();
+  const o = p.add(outbox);
+  const cap = p.add(upTo);
+  const count = (status: number) =>
+    `(SELECT count(*)::int FROM (SELECT 1 FROM ${messages} WHERE outbox = ${o} AND status = ${status} AND group_key IS NOT NULL LIMIT ${cap}) AS heads)`;
+  return p.statement(
+    `SELECT ${count(Status.retry)} AS retrying, ${parkDead ? count(Status.dead) : '0'} AS parked`,
+    (rows) => readBlockedCounts(rows, upTo),
   );
 }
 

@@ -1,5 +1,6 @@
 import type { Dialect } from '../../core/dialect.js';
 import {
+  blockedCounts,
   blockedGroups,
   counts,
   discard,
@@ -28,6 +29,7 @@ import { poll } from './poll.js';
 import { postgresSchema } from './postgres-schema.js';
 import { insert } from './publish.js';
 import { acknowledgeAndPoll, hold, releaseOrphanedHolds, settle } from './settle.js';
+import { hasErrorCode, POSTGRES_CONFLICTS } from '../shared/conflicts.js';
 
 /**
  * Every statement outboxer runs on Postgres, one file per statement family, each with its locking
@@ -53,6 +55,7 @@ export const postgresDialect = Object.freeze({
     pollCursor: true,
     rejectsNulCharacters: true,
   }),
+  isConflict: (error: unknown) => hasErrorCode(error, POSTGRES_CONFLICTS),
   schema: postgresSchema,
   // Concurrent migrate() calls queue on one transaction-scoped advisory lock.
   migrationLock,
@@ -82,6 +85,7 @@ export const postgresDialect = Object.freeze({
   retryDead,
   discard,
   releaseOrphanedHolds,
+  blockedCounts,
   blockedGroups,
   prune,
   missingSchemaObject,

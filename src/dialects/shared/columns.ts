@@ -1,4 +1,5 @@
 import type {
+  BlockedCounts,
   BlockedHead,
   CountFigures,
   PolledEnvelope,
@@ -111,6 +112,14 @@ export function readConfigurationRow(rows: readonly Row[]): RecordedConfiguratio
 }
 
 /** Rows of the blocked-groups statement: each head and how many wait behind it (`waiting`). */
+/** The row of `blockedCounts` (`retrying`, `parked`), each counted up to `upTo` if given. */
+export function readBlockedCounts(rows: readonly Row[], upTo?: number): BlockedCounts {
+  const row = rows[0];
+  const retrying = Number(row?.retrying ?? 0);
+  const parked = Number(row?.parked ?? 0);
+  return { retrying, parked, exact: upTo === undefined || (retrying < upTo && parked < upTo) };
+}
+
 export function readBlockedHeads(rows: readonly Row[], outbox: string): BlockedHead[] {
   return rows.map((row) => ({ head: readEnvelope(row, outbox), waiting: Number(row.waiting) }));
 }

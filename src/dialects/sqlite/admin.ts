@@ -1,4 +1,5 @@
 import type {
+  BlockedCounts,
   BlockedHead,
   CountFigures,
   FoundMessages,
@@ -8,7 +9,13 @@ import type {
 } from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
 import { Status, unread, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
-import { configurationOf, readBlockedHeads, readCountFigures, readEnvelope } from '../shared/columns.js';
+import {
+  configurationOf,
+  readBlockedCounts,
+  readBlockedHeads,
+  readCountFigures,
+  readEnvelope,
+} from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { blocking, COLUMNS, M_COLUMNS } from './shared.js';
 import { configTable, tables } from './tables.js';
@@ -43,33 +50,46 @@ export function missingSchemaObject(message: string): string | undefined {
   );
 }
 
+/**
+ * The figures from the outbox's tallies (see sqlite-schema.ts): exact, since the triggers change
+ * them in the statement that changes the rows, and read from a few rows per partition however deep
+ * the backlog, so `upTo` has nothing to save. The oldest pending message is the first pending row
+ * in id order: the rowid from its start, which passes over older dead and delivered rows first.
+ */
 export function counts(
   table: QualifiedName,
   outbox: string,
   partitions: number,
-  upTo?: number,
+  _upTo?: number,
 ): Statement<CountFigures> {
-  const { messages, nodes } = tables(table);
+  const { messages, nodes, tallies } = tables(table);
   const p = Parameters.positional();
-  const read = readCountFigures;
-  if (upTo !== undefined) {
-    // Each status counted from its own index, stopping after `upTo` rows.
-    const count = (where: () => string) =>
-      `(SELECT count(*) FROM (SELECT 1 FROM ${messages} WHERE outbox = ${p.add(outbox)} AND ${where()} LIMIT ${p.add(upTo)}))`;
-    return p.statement(
-      `SELECT ${count(() => `status < ${Status.dead}`)} AS pending, ${count(() => `status = ${Status.delivered}`)} AS delivered, ${count(() => `status = ${Status.dead}`)} AS dead,
-  ${count(() => `status < ${Status.dead} AND partition >= ${p.add(partitions)}`)} AS orphaned,
-  (SELECT inserted_at FROM ${messages} WHERE outbox = ${p.add(outbox)} AND status < ${Status.dead} ORDER BY id LIMIT 1) AS oldest_pending_at,
-  (SELECT max(last_seen) FROM ${nodes} WHERE outbox = ${p.add(outbox)}) AS relay_seen_at`,
-      read,
-    );
-  }
+  const pending = `status < ${Status.dead}`;
   return p.statement(
-    `SELECT count(*) FILTER (WHERE status < ${Status.dead}) AS pending, count(*) FILTER (WHERE status = ${Status.delivered}) AS delivered,
-  count(*) FILTER (WHERE status = ${Status.dead}) AS dead, min(inserted_at) FILTER (WHERE status < ${Status.dead}) AS oldest_pending_at, count(*) FILTER (WHERE status < ${Status.dead} AND partition >= ${p.add(partitions)}) AS orphaned,
+    `SELECT coalesce(sum(n) FILTER (WHERE ${pending}), 0) AS pending, coalesce(sum(n) FILTER (WHERE status = ${Status.delivered}), 0) AS delivered,
+  coalesce(sum(n) FILTER (WHERE status = ${Status.dead}), 0) AS dead, coalesce(sum(n) FILTER (WHERE ${pending} AND partition >= ${p.add(partitions)}), 0) AS orphaned,
+  (SELECT inserted_at FROM ${messages} WHERE outbox = ${p.add(outbox)} AND ${pending} ORDER BY id LIMIT 1) AS oldest_pending_at,
   (SELECT max(last_seen) FROM ${nodes} WHERE outbox = ${p.add(outbox)}) AS relay_seen_at
-FROM ${messages} WHERE outbox = ${p.add(outbox)}`,
-    read,
+FROM ${tallies} WHERE outbox = ${p.add(outbox)}`,
+    readCountFigures,
+  );
+}
+
+/**
+ * Blocked groups by their head's status (see `blockedGroups`): the grouped retrying and, with
+ * `parkDead`, the grouped dead rows, from the tallies: exact, a few rows per partition.
+ */
+export function blockedCounts(
+  table: QualifiedName,
+  outbox: string,
+  parkDead: boolean,
+  _upTo: number,
+): Statement<BlockedCounts> {
+  const p = Parameters.positional();
+  return p.statement(
+    `SELECT coalesce(sum(n) FILTER (WHERE status = ${Status.retry}), 0) AS retrying, ${parkDead ? `coalesce(sum(n) FILTER (WHERE status = ${Status.dead}), 0)` : '0'} AS parked
+FROM ${tables(table).tallies} WHERE outbox = ${p.add(outbox)} AND grouped = 1`,
+    (rows) => readBlockedCounts(rows),
   );
 }
 
@@ -118,13 +138,20 @@ export function blockedGroups(
   limit: number,
   parkDead: boolean,
   countWaiting = true,
+  groupKeyPrefix?: string,
 ): Statement<BlockedHead[]> {
   const { messages } = tables(table);
   const p = Parameters.positional();
+  // Built left to right: positional values follow the text.
+  const prefix = () =>
+    groupKeyPrefix === undefined
+      ? ''
+      : ` AND substr(group_key, 1, length(${p.add(groupKeyPrefix)})) = ${p.add(groupKeyPrefix)}`;
   // The heads from their partial index, materialized before they are ordered (ordered by id at
   // once, SQLite would walk the rowid through every row); the count reads the group's pending rows.
+  // A prefix is checked on the index's entries (it holds the group key): the heads, not the backlog.
   return p.statement(
-    `WITH heads AS MATERIALIZED (SELECT id FROM ${messages} WHERE outbox = ${p.add(outbox)} AND group_key IS NOT NULL AND status ${blocking(parkDead)}),
+    `WITH heads AS MATERIALIZED (SELECT id FROM ${messages} WHERE outbox = ${p.add(outbox)} AND group_key IS NOT NULL AND status ${blocking(parkDead)}${prefix()}),
 top AS (SELECT id FROM heads ORDER BY id LIMIT ${p.add(limit)})
 SELECT h.group_key, h.id, h.status, h.attempts, h.last_error, h.next_attempt_at, h.failing_since,
   ${countWaiting ? `(SELECT count(*) FROM ${messages} w WHERE w.outbox = h.outbox AND w.group_key = h.group_key AND w.status IN (${Status.ready}, ${Status.held}) AND w.id > h.id)` : '0'} AS waiting

@@ -91,9 +91,8 @@ export function removeNode(table: QualifiedName, outbox: string, nodeId: string)
 }
 
 /**
- * Each partition's lease row and backlog, for `partitions()`. The backlog counts the pending rows
- * from the three partial indexes of their statuses (`_ready` and `_retry` hold the partition;
- * `_held` rows are looked up): the cost of `counts()`, no more.
+ * Each partition's lease row and backlog, for `partitions()`: the backlog sums the partition's
+ * tallies (a few rows each, see admin.ts `counts`), the leases are a primary-key range.
  */
 export function partitions(
   table: QualifiedName,
@@ -101,14 +100,12 @@ export function partitions(
   count: number,
   now: number,
 ): Statement<PartitionRow[]> {
-  const { messages, leases } = tables(table);
+  const { leases, tallies } = tables(table);
   const p = Parameters.positional();
-  const pending = (status: number) =>
-    `SELECT partition FROM ${messages} WHERE outbox = ${p.add(outbox)} AND status = ${status}`;
   return p.statement(
     `WITH RECURSIVE series(partition) AS (SELECT 0 WHERE ${p.add(count)} > 0 UNION ALL SELECT partition + 1 FROM series WHERE partition + 1 < ${p.add(count)}),
-backlog AS (SELECT partition, count(*) AS backlog FROM (${pending(Status.ready)} UNION ALL ${pending(Status.retry)} UNION ALL ${pending(Status.held)}) GROUP BY partition),
-parts AS (SELECT partition FROM series UNION SELECT partition FROM backlog UNION SELECT partition FROM ${leases} WHERE outbox = ${p.add(outbox)})
+backlog AS (SELECT partition, sum(n) AS backlog FROM ${tallies} WHERE outbox = ${p.add(outbox)} AND status < ${Status.dead} GROUP BY partition),
+parts AS (SELECT partition FROM series UNION SELECT partition FROM backlog WHERE backlog <> 0 UNION SELECT partition FROM ${leases} WHERE outbox = ${p.add(outbox)})
 SELECT parts.partition AS partition, l.owner AS owner, l.epoch AS epoch, l.lease_until AS lease_until, coalesce(l.lease_until >= ${p.add(now)}, 0) AS leased, coalesce(b.backlog, 0) AS backlog
 FROM parts LEFT JOIN ${leases} l ON l.outbox = ${p.add(outbox)} AND l.partition = parts.partition LEFT JOIN backlog b ON b.partition = parts.partition
 ORDER BY parts.partition`,

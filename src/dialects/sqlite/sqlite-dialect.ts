@@ -1,5 +1,6 @@
 import type { Dialect } from '../../core/dialect.js';
 import {
+  blockedCounts,
   blockedGroups,
   counts,
   discard,
@@ -48,6 +49,7 @@ export const sqliteDialect = Object.freeze({
     pollCursor: false,
     rejectsNulCharacters: false,
   }),
+  isConflict: () => false,
   schema: sqliteSchema,
   migrationLock,
   insert,
@@ -73,6 +75,7 @@ export const sqliteDialect = Object.freeze({
   retryDead,
   discard,
   releaseOrphanedHolds,
+  blockedCounts,
   blockedGroups,
   prune,
   missingSchemaObject,

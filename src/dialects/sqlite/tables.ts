@@ -8,6 +8,8 @@ export interface Tables {
   readonly messages: string;
   readonly leases: string;
   readonly nodes: string;
+  /** `<table>_tallies`: rows per outbox, partition, status and grouped (see sqlite-schema.ts). */
+  readonly tallies: string;
 }
 
 export function tables(table: QualifiedName): Tables {
@@ -15,6 +17,7 @@ export function tables(table: QualifiedName): Tables {
     messages: quoteName(table),
     leases: quoteName(companion(table, 'leases')),
     nodes: quoteName(companion(table, 'nodes')),
+    tallies: quoteName(companion(table, 'tallies')),
   };
 }
 

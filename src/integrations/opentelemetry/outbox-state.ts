@@ -4,7 +4,7 @@
  * `outboxer/prometheus`; it imports neither.
  */
 import { invalidOption } from '../../core/options.js';
-import type { BlockedGroup, Counts } from '../../core/outboxer.js';
+import type { BlockedGroup, Counts } from '../../core/api.js';
 
 /** The part of an `Outboxer` the metrics read. */
 export interface ObservedOutboxer {
