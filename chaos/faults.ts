@@ -108,3 +108,13 @@ export function faultSchedule(
   }
   return faults;
 }
+
+/** A fault as the fault player played it. */
+export interface FaultRecord {
+  kind: FaultKind;
+  /** The child it hit (relay or publisher label), if any. */
+  target?: string;
+  start: number;
+  end: number;
+  detail?: string;
+}

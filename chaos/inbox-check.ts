@@ -21,7 +21,7 @@ import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import pg from 'pg';
 import { INBOX_NAME, type ChaosBroker } from './broker.js';
-import { readRolledBack } from './checker.js';
+import { readRolledBack } from './checker-sources.js';
 import type { OutboxMode } from './config.js';
 import type { ChaosDatabase } from './database.js';
 

@@ -1,5 +1,7 @@
 /** The printed table of a chaos run (also written to report.md in its run directory). */
-import type { CheckResult, FaultRecord, OutboxReport } from './checker.js';
+import type { CheckResult } from './checker.js';
+import type { FaultRecord } from './faults.js';
+import type { OutboxReport } from './outbox-check.js';
 import type { FaultKind } from './faults.js';
 import { formatInboxReport, type InboxReport } from './inbox-check.js';
 

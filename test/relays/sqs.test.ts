@@ -6,7 +6,7 @@
  * it (closing the listener and every open connection) looks to the SDK like SQS being unreachable,
  * the outage users actually meet; restoring it reopens the same port. Deleting and recreating the
  * queue would lose what is in it and reset FIFO deduplication, so it is covered separately in
- * sqs-relay.test.ts.
+ * sqs-relay-setup.test.ts.
  */
 import {
   CreateQueueCommand,

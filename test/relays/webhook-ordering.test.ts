@@ -6,8 +6,8 @@ import { deliverBatch, makeContext, makeEnvelope } from '../support/envelopes.js
 
 // The order rule under every interleaving fast-check can think of: random groups, latencies,
 // failures, concurrency and ordering modes. Requests go through the relay's public `fetch` option
-// to an in-memory endpoint, so that hundreds of batches run in seconds; webhook.test.ts checks the
-// same rule against a real HTTP server.
+// to an in-memory endpoint, so that hundreds of batches run in seconds; webhook-batches.test.ts
+// checks the same rule against a real HTTP server.
 
 interface Spec {
   readonly key: string | null;

@@ -6,8 +6,7 @@
  * published, or it throws an OutboxerError with a code the input explains; either way the caller's
  * transaction is unaffected (another statement runs, and its own row commits). Nothing a message
  * contains ever reaches SQL text: every statement publish sends is one of the fixed statements a
- * plain message produces. Then option objects: any of them builds an instance or throws
- * INVALID_OPTIONS / INVALID_IDENTIFIER, never anything else.
+ * plain message produces. Option objects are tried in bad-options.property.test.ts.
  */
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -17,168 +16,24 @@ import {
   hashGroupKey,
   isOutboxerError,
   type Envelope,
-  type ErrorCode,
   type PublishInput,
 } from 'outboxer';
 import {
   postgresAndSqlite as fixtures,
-  sqliteFixture,
   type PostgresOrSqliteFixture as Fixture,
 } from '../support/databases.js';
 import { codeOf, recordingAdapter } from './support.js';
-
-const MAX_PAYLOAD = 2048;
-const PARTITIONS = 4;
-const RUNS = Number(process.env.PROPERTY_RUNS ?? 120);
-
-interface Input {
-  payload: unknown;
-  groupKey?: unknown;
-  headers?: unknown;
-  type?: unknown;
-}
-
-/** The codes an input deserves, from the documented rules (docs/errors.md); empty = accepted. */
-function expectedCodes(input: Input, postgres: boolean): Set<ErrorCode> {
-  const codes = new Set<ErrorCode>();
-  const badText = (s: string): boolean => !s.isWellFormed() || (postgres && s.includes('\0'));
-  const key = input.groupKey;
-  if (key !== null && key !== undefined) {
-    if (
-      typeof key !== 'string' ||
-      key === '' ||
-      badText(key) ||
-      /[\r\n]/.test(key) ||
-      Buffer.byteLength(key) > 512
-    )
-      codes.add('INVALID_MESSAGE');
-  }
-  const type = input.type;
-  if (type !== null && type !== undefined) {
-    if (typeof type !== 'string' || type === '' || type.length > 200 || badText(type) || /[\r\n]/.test(type))
-      codes.add('INVALID_MESSAGE');
-  }
-  let json: string | undefined;
-  try {
-    json = JSON.stringify(input.payload);
-  } catch {
-    codes.add('PAYLOAD_NOT_ENCODABLE');
-  }
-  if (json === undefined || (json !== undefined && losesData(input.payload, '')))
-    codes.add('PAYLOAD_NOT_ENCODABLE');
-  else if (Buffer.byteLength(json) > MAX_PAYLOAD) codes.add('PAYLOAD_TOO_LARGE');
-  const headers = input.headers;
-  if (headers !== null && headers !== undefined) {
-    const prototype = typeof headers === 'object' ? (Object.getPrototypeOf(headers) as unknown) : undefined;
-    if (prototype !== Object.prototype && prototype !== null) codes.add('INVALID_MESSAGE');
-    else {
-      const entries = Object.entries(headers);
-      const badName = (k: string) =>
-        k.length === 0 || Buffer.byteLength(k) > 255 || /[\x00-\x20\x7f:]/.test(k) || /^outboxer-/i.test(k);
-      if (
-        entries.some(
-          ([k, v]) => typeof v !== 'string' || badText(k) || badText(v) || badName(k) || /[\r\n\0]/.test(v),
-        )
-      )
-        codes.add('INVALID_MESSAGE');
-      else if (entries.length > 0 && Buffer.byteLength(JSON.stringify(headers)) > 16_384)
-        codes.add('INVALID_MESSAGE');
-    }
-  }
-  return codes;
-}
-
-/**
- * Whether JSON would silently lose part of a value (docs/reliability.md, "Bad input"): a NaN or
- * ±Infinity, or an object other than a plain object or array that encodes to `{}` (a Map, a Set,
- * an empty typed array…). A walk of its own, beside the engine's replacer, to judge it.
- */
-function losesData(value: unknown, key: string): boolean {
-  let v = value;
-  if (typeof v === 'object' && v !== null && typeof (v as { toJSON?: unknown }).toJSON === 'function')
-    v = (v as { toJSON(key: string): unknown }).toJSON(key);
-  if (v instanceof Number) v = v.valueOf();
-  if (typeof v === 'number') return !Number.isFinite(v);
-  if (typeof v !== 'object' || v === null || v instanceof String || v instanceof Boolean) return false;
-  if (Array.isArray(v)) return v.some((item, i) => losesData(item, String(i)));
-  const prototype = Object.getPrototypeOf(v) as unknown;
-  if (prototype !== Object.prototype && prototype !== null && Object.keys(v).length === 0) return true;
-  return Object.keys(v).some((k) => losesData((v as Record<string, unknown>)[k], k));
-}
-
-// ------------------------------------------------------------------------------------------------
-// Arbitraries
-
-const nasty = fc.constantFrom(
-  "'); DROP TABLE orders; --",
-  '$1',
-  '$$ $tag$',
-  '\\',
-  '"',
-  '\u0000',
-  '\uD800',
-  '\uDFFF',
-  '🎉',
-  '\u202e',
-  'NULL',
-  '/* */',
-  '\r\n',
-);
-const text = (maxLength: number) =>
-  fc.oneof(
-    fc.string({ unit: 'binary', maxLength }),
-    fc.string({ unit: 'grapheme', maxLength }),
-    fc.array(fc.oneof(nasty, fc.string({ maxLength: 5 })), { maxLength: 6 }).map((parts) => parts.join('')),
-  );
-
-const payloadArb: fc.Arbitrary<unknown> = fc.oneof(
-  fc.jsonValue(),
-  fc.anything({
-    withBigInt: true,
-    withBoxedValues: true,
-    withDate: true,
-    withMap: true,
-    withSet: true,
-    withNullPrototype: true,
-    withObjectString: true,
-    withSparseArray: true,
-    withTypedArray: true,
-    withUnicodeString: true,
-  }),
-  fc.dictionary(text(20), text(100)),
-  text(3000).map((s) => ({ big: s })),
-  fc.constantFrom(undefined, () => 1, Symbol('s'), 10n, -0, NaN, Infinity),
-);
-
-const groupKeyArb: fc.Arbitrary<unknown> = fc.oneof(
-  fc.constantFrom(null, undefined, '', 'k'.repeat(512), 'k'.repeat(513), 'é'.repeat(256), 'é'.repeat(257)),
-  text(60),
-  fc.string({ unit: 'grapheme', minLength: 100, maxLength: 300 }),
-  fc.string({ minLength: 500, maxLength: 530 }),
-  fc.oneof(fc.integer(), fc.boolean(), fc.object(), fc.array(fc.string()), fc.constant(Symbol('k'))),
-);
-
-const headersArb: fc.Arbitrary<unknown> = fc.oneof(
-  fc.constantFrom(undefined, null, {}),
-  fc.dictionary(text(15), text(40), { maxKeys: 5 }),
-  fc.dictionary(
-    fc.string({ maxLength: 10 }),
-    fc.oneof(fc.string(), fc.integer(), fc.constant(null), fc.object()),
-    {
-      maxKeys: 4,
-    },
-  ),
-  fc.string({ minLength: 16_000, maxLength: 17_000 }).map((value) => ({ big: value })),
-  fc.oneof(fc.string(), fc.integer(), fc.array(fc.string())),
-);
-
-const typeArb: fc.Arbitrary<unknown> = fc.oneof(
-  fc.constantFrom(undefined, null, '', 't'.repeat(200), 't'.repeat(201)),
-  text(30),
-  fc.oneof(fc.integer(), fc.object()),
-);
-
-// ------------------------------------------------------------------------------------------------
+import {
+  MAX_PAYLOAD,
+  PARTITIONS,
+  RUNS,
+  expectedCodes,
+  payloadArb,
+  groupKeyArb,
+  headersArb,
+  typeArb,
+  type Input,
+} from './bad-input.support.js';
 
 describe.each(fixtures)('publish, tried at random on $name', ({ name, make }) => {
   const postgres = name === 'postgres';
@@ -405,80 +260,4 @@ describe.each(fixtures)('publish, tried at random on $name', ({ name, make }) =>
     );
     await expectDelivered();
   }, 180_000);
-});
-
-describe('options, tried at random', () => {
-  const { database } = sqliteFixture();
-  const relay = functionRelay(async () => undefined);
-  const value = fc.oneof(
-    fc.anything({ maxDepth: 2 }),
-    fc.integer({ min: -5, max: 100_000 }),
-    fc.double(),
-    fc.constantFrom(
-      Infinity,
-      -Infinity,
-      NaN,
-      0,
-      1,
-      1.5,
-      2 ** 31,
-      'group',
-      'total',
-      'none',
-      'delete',
-      'force',
-      true,
-    ),
-    fc.record({ min: fc.anything(), max: fc.anything() }, { requiredKeys: [] }),
-    fc.record({ keep: fc.anything() }, { requiredKeys: [] }),
-  );
-  const outboxKeys = [
-    'ordering',
-    'partitions',
-    'batchSize',
-    'pollInterval',
-    'deliveryTimeout',
-    'maxAttempts',
-    'backoff',
-    'retention',
-    'pruneInterval',
-    'table',
-    'notify',
-    'serializeWrites',
-    'maxPayloadBytes',
-    'reconfigure',
-    'colour',
-  ];
-  const instanceKeys = [
-    'relay',
-    'testing',
-    'name',
-    'schema',
-    'leaseTimeout',
-    'shutdownTimeout',
-    'maxErrorLength',
-    'verbose',
-  ];
-  const pick = (keys: string[]) =>
-    fc
-      .dictionary(fc.constantFrom(...keys), value, { maxKeys: 4 })
-      .map((o) => ({ ...o }) as Record<string, unknown>);
-
-  test('every option object builds an instance or is refused with INVALID_OPTIONS or INVALID_IDENTIFIER', () => {
-    fc.assert(
-      fc.property(
-        pick(instanceKeys),
-        pick(outboxKeys),
-        fc.oneof(fc.constant('orders'), fc.string()),
-        (instance, outbox, name) => {
-          try {
-            new Outboxer({ database, ...instance, outboxes: { [name]: { relay, ...outbox } } } as never);
-          } catch (error) {
-            expect(['INVALID_OPTIONS', 'INVALID_IDENTIFIER']).toContain(codeOf(error));
-          }
-        },
-      ),
-      { numRuns: RUNS * 4 },
-    );
-  });
 });
