@@ -1,6 +1,7 @@
 /**
  * The benchmark's smoke run (BENCH_QUICK=1) on Postgres, MariaDB (`BENCH_DB=mysql`) and SQLite:
- * every row runs on tiny counts and the run completes. Nothing is timed or compared here; the full
+ * every row runs on tiny counts and the run completes (on Postgres also the brokers group, into the
+ * real brokers the relay tests use). Nothing is timed or compared here; the full
  * run is the judge of speed.
  */
 import { spawnSync } from 'node:child_process';
@@ -56,6 +57,16 @@ describe('npm run bench, BENCH_QUICK=1', () => {
       'pg-boss',
       'in order per key',
       'Inbox `handle`, 1 message per transaction, 10 writers',
+      // The brokers group: a small backlog through each real broker, beside its client alone.
+      'Relay into Kafka (@platformatic/kafka)',
+      'Relay into Kafka (kafkajs)',
+      'Relay into SQS, standard queue',
+      'Relay into SQS, FIFO queue',
+      'Relay into RabbitMQ',
+      'Relay into NATS JetStream',
+      'Relay into Redis Streams',
+      'Relay into BullMQ',
+      'Relay into a webhook',
     ]) {
       expect(run.report).toContain(row);
     }
