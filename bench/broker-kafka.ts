@@ -127,7 +127,7 @@ async function kafkajs(): Promise<Destination<Array<{ [k: string]: unknown }>>> 
 }
 
 export function kafkaTargets(): BrokerTarget[] {
-  const settings = `a topic of ${TOPIC_PARTITIONS} partitions on one broker, idempotent producer, \`acks: -1\`, one send in flight per producer (the relay's lane, shared by its partitions)`;
+  const settings = `a topic of ${TOPIC_PARTITIONS} partitions on one broker, idempotent producer, \`acks: -1\`, one send in flight per producer (the relay's lane, shared by its partitions: a partition's time in \`deliver\` includes its wait for the lane)`;
   return [
     {
       what: 'Kafka (@platformatic/kafka)',

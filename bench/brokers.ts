@@ -25,11 +25,21 @@ const TARGET = 0.7;
 interface Arm {
   readonly rate: number;
   readonly cpu: CpuUse;
+  /**
+   * outboxer only: the share of the run each partition spent inside the relay's `deliver` (sending
+   * and awaiting the broker), the rest waiting for its poll and acknowledgement: tells a row held
+   * back by the broker from one held back by the database.
+   */
+  readonly inRelay?: number;
 }
 
 /** Counts what the relay reports delivered, and resolves once `count` are. */
-function countingRelay(inner: Relay, count: number): { relay: Relay; finished: Promise<void> } {
+function countingRelay(
+  inner: Relay,
+  count: number,
+): { relay: Relay; finished: Promise<void>; busyMs: () => number } {
   let delivered = 0;
+  let busy = 0;
   let done!: () => void;
   const finished = new Promise<void>((resolve) => (done = resolve));
   const relay: Relay = {
@@ -37,13 +47,15 @@ function countingRelay(inner: Relay, count: number): { relay: Relay; finished: P
     start: inner.start?.bind(inner),
     stop: inner.stop?.bind(inner),
     async deliver(batch, context) {
+      const started = performance.now();
       const outcomes = await inner.deliver(batch, context);
+      busy += performance.now() - started;
       delivered += outcomes ? outcomes.filter((o) => o.ok).length : batch.length;
       if (delivered >= count) done();
       return outcomes;
     },
   };
-  return { relay, finished };
+  return { relay, finished, busyMs: () => busy };
 }
 
 async function check(destination: Destination, count: number, arm: string): Promise<void> {
@@ -52,12 +64,16 @@ async function check(destination: Destination, count: number, arm: string): Prom
 }
 
 /** outboxer: a backlog of `count` rows in `target.partitions` partitions, relayed until all are delivered. */
-async function relayArm(ctx: BenchContext<PostgresBench>, target: BrokerTarget, count: number): Promise<Arm> {
+export async function relayArm(
+  ctx: BenchContext<PostgresBench>,
+  target: BrokerTarget,
+  count: number,
+): Promise<Arm> {
   const { db } = ctx;
   await db.dropTables(TABLE);
   const destination = await target.open();
   try {
-    const { relay, finished } = countingRelay(destination.relay(), count);
+    const { relay, finished, busyMs } = countingRelay(destination.relay(), count);
     const outboxer = new Outboxer({
       database: db.adapter(),
       outboxes: {
@@ -83,7 +99,7 @@ async function relayArm(ctx: BenchContext<PostgresBench>, target: BrokerTarget, 
     const [left] = await db.query(`SELECT count(*) AS n FROM "${TABLE}" WHERE status < 3`);
     if (Number(left?.n) !== 0) throw new Error(`the relay left ${String(left?.n)} messages pending`);
     await check(destination, count, 'outboxer');
-    return { rate: count / elapsed, cpu: use };
+    return { rate: count / elapsed, cpu: use, inRelay: busyMs() / 1000 / (elapsed * target.partitions) };
   } finally {
     await destination.close();
     await db.dropTables(TABLE);
@@ -91,7 +107,7 @@ async function relayArm(ctx: BenchContext<PostgresBench>, target: BrokerTarget, 
 }
 
 /** The client alone: the same records from memory, in batches of `batchSize`, one loop per partition. */
-async function plainArm(target: BrokerTarget, count: number): Promise<Arm> {
+export async function plainArm(target: BrokerTarget, count: number): Promise<Arm> {
   const destination = await target.open();
   try {
     const loops = target.serialSends ? 1 : target.partitions;
@@ -162,7 +178,7 @@ export async function brokerRows(ctx: BenchContext<PostgresBench>): Promise<void
         measured: percent(ratio),
         met: judge(ctx, ratio >= TARGET),
       },
-      note: `${count.toLocaleString('en-US')} messages per arm, ${target.partitions} partition${target.partitions > 1 ? 's' : ''}, \`batchSize: ${target.batchSize}\`; ${target.settings}. ${trials} alternating trials, medians (per-trial ratios ${ratios.map(percent).join(', ')}); CPU during the last trial: outboxer ${describeCpu(ours.at(-1)!.cpu)}; client alone ${describeCpu(plain.at(-1)!.cpu)}.`,
+      note: `${count.toLocaleString('en-US')} messages per arm, ${target.partitions} partition${target.partitions > 1 ? 's' : ''}, \`batchSize: ${target.batchSize}\`; ${target.settings}. ${trials} alternating trials, medians (per-trial ratios ${ratios.map(percent).join(', ')}); time each partition spent in the relay's \`deliver\` (the rest waiting for its poll and acknowledgement) ${ours.map((a) => percent(a.inRelay ?? 0)).join(', ')}; CPU during the last trial: outboxer ${describeCpu(ours.at(-1)!.cpu)}; client alone ${describeCpu(plain.at(-1)!.cpu)}.`,
     });
   }
   // The other rows ran; the run still exits non-zero.
