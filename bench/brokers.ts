@@ -132,6 +132,25 @@ export async function plainArm(target: BrokerTarget, count: number): Promise<Arm
   }
 }
 
+/**
+ * The same row with a relay that only counts, on the same broker's fresh destination (left
+ * empty): the pace of the database side alone, polls and acknowledgements at this row's partitions
+ * and batch size, in the same trials.
+ */
+function databaseSide(target: BrokerTarget, count: number): BrokerTarget {
+  return {
+    ...target,
+    async open() {
+      const destination = await target.open();
+      return {
+        ...destination,
+        relay: () => ({ name: 'count', deliver: async () => undefined }),
+        received: async () => count,
+      };
+    },
+  };
+}
+
 /** Every destination of the group, in the order of the report. */
 export function brokerTargets(): BrokerTarget[] {
   return [...kafkaTargets(), ...queueTargets(), ...streamTargets(), ...webhookTargets()];
@@ -146,6 +165,7 @@ export async function brokerRows(ctx: BenchContext<PostgresBench>): Promise<void
     const what = `Relay into ${target.what}`;
     const ours: Arm[] = [];
     const plain: Arm[] = [];
+    const database: Arm[] = [];
     try {
       for (let trial = 0; trial < trials; trial += 1) {
         // The first arm alternates: a slow start of the broker or the machine falls on both.
@@ -153,8 +173,10 @@ export async function brokerRows(ctx: BenchContext<PostgresBench>): Promise<void
           async () => plain.push(await plainArm(target, count)),
           async () => ours.push(await relayArm(ctx, target, count)),
         ];
+        // Last in every trial: a reference, not one of the two arms compared.
+        const reference = async () => database.push(await relayArm(ctx, databaseSide(target, count), count));
         if (trial % 2 === 1) arms.reverse();
-        for (const arm of arms) await arm();
+        for (const arm of [...arms, reference]) await arm();
       }
     } catch (error) {
       addRow(ctx, { group: 'Brokers', what, skipped: `failed: ${String(error)}` });
@@ -178,7 +200,7 @@ export async function brokerRows(ctx: BenchContext<PostgresBench>): Promise<void
         measured: percent(ratio),
         met: judge(ctx, ratio >= TARGET),
       },
-      note: `${count.toLocaleString('en-US')} messages per arm, ${target.partitions} partition${target.partitions > 1 ? 's' : ''}, \`batchSize: ${target.batchSize}\`; ${target.settings}. ${trials} alternating trials, medians (per-trial ratios ${ratios.map(percent).join(', ')}); time each partition spent in the relay's \`deliver\` (the rest waiting for its poll and acknowledgement) ${ours.map((a) => percent(a.inRelay ?? 0)).join(', ')}; CPU during the last trial: outboxer ${describeCpu(ours.at(-1)!.cpu)}; client alone ${describeCpu(plain.at(-1)!.cpu)}.`,
+      note: `${count.toLocaleString('en-US')} messages per arm, ${target.partitions} partition${target.partitions > 1 ? 's' : ''}, \`batchSize: ${target.batchSize}\`; ${target.settings}. ${trials} alternating trials, medians (per-trial ratios ${ratios.map(percent).join(', ')}); the database side alone (the same outbox, partitions and batches, a relay that only counts) ${Math.round(median(database.map((a) => a.rate))).toLocaleString('en-US')} msg/s; time each partition spent in the relay's \`deliver\` (the rest waiting for its poll and acknowledgement) ${ours.map((a) => percent(a.inRelay ?? 0)).join(', ')}; CPU during the last trial: outboxer ${describeCpu(ours.at(-1)!.cpu)}; client alone ${describeCpu(plain.at(-1)!.cpu)}.`,
     });
   }
   // The other rows ran; the run still exits non-zero.
