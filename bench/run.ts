@@ -12,7 +12,8 @@
  *
  * Postgres and MySQL run the same rows (publish, relay, poll with counts and prune, latency), each
  * beside its own plain SQL (bench/postgres.ts, bench/mysql.ts); memory, peers, dashboard and inbox run
- * on Postgres only (the dashboard also on SQLite). Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox,inbox-store
+ * on Postgres only (the dashboard also on SQLite). Also:
+ * BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox,inbox-store,brokers
  * (a subset),
  * BENCH_OUT=<file> (where the report goes; default docs/benchmarks.md, each database between its
  * own markers, or outboxer-benchmarks-quick-<db>.md in the temp directory for quick runs),
@@ -22,6 +23,7 @@ import os, { tmpdir } from 'node:os';
 import type pg from 'pg';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { brokerRows } from './brokers.js';
 import type { BenchContext } from './context.js';
 import { dashboardRows } from './dashboard.js';
 import { sqliteDashboardRows } from './dashboard-sqlite.js';
@@ -77,13 +79,17 @@ function commonGroups<Tx>(): Array<Group<BenchDatabase<Tx>>> {
   ];
 }
 
-/** Postgres only: the memory row's child process, the peers (Postgres libraries), the dashboard. */
+/**
+ * Postgres only: the memory row's child process, the peers (Postgres libraries), the dashboard, the
+ * inbox, and the relays into real brokers (Kafka, SQS, RabbitMQ, NATS, Redis, BullMQ, a webhook).
+ */
 const POSTGRES_GROUPS: Array<Group<PostgresBench>> = [
   ['memory', memoryRows],
   ['peers', peerRows],
   ['dashboard', dashboardRows],
   ['inbox', inboxRows],
   ['inbox-store', inboxStoreRows],
+  ['brokers', brokerRows],
 ];
 
 /** Runs each selected group; returns how many failed (each failure is a row of the report). */
