@@ -206,9 +206,8 @@ export function transactionBehaviour<Tx>(suite: BehaviourSuite<Tx>): void {
       await waitUntil(() => arrivals.some((a) => a.id === first), 10_000, 'the first message');
       await sleep(300);
       const second = await suite.opened.transaction((tx) => outboxer.publish(tx, 'events', { n: 2 }));
-      const committed = Date.now();
+      // Delivered long before the next poll (a minute away): only the notification can have woken it.
       await waitUntil(() => arrivals.some((a) => a.id === second), 5_000, 'the notified message');
-      expect(arrivals.find((a) => a.id === second)!.at - committed).toBeLessThan(1_500);
     } finally {
       await outboxer.stop();
     }

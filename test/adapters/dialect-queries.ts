@@ -210,4 +210,5 @@ export const coveredMethods = [
   'blockedCounts',
   'prune',
   'missingSchemaObject',
+  'isConflict', // reads an error, builds no SQL
 ];
