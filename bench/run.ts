@@ -12,8 +12,9 @@
  *
  * Postgres and MySQL run the same rows (publish, relay, poll with counts and prune, latency), each
  * beside its own plain SQL (bench/postgres.ts, bench/mysql.ts); memory, peers, dashboard and inbox run
- * on Postgres only. Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox
- * (a subset),
+ * on Postgres only, as do idle (the statements an idle node sends) and scaleout (processes sharing
+ * an outbox, hand-over). Also: BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox,
+ * idle,scaleout (a subset),
  * BENCH_OUT=<file> (where the report goes; default docs/benchmarks.md, each database between its
  * own markers, or outboxer-benchmarks-quick-<db>.md in the temp directory for quick runs),
  * BENCH_DATABASE_URL. Exits non-zero when a group of rows failed.
@@ -24,6 +25,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchContext } from './context.js';
 import { dashboardRows } from './dashboard.js';
+import { idleRows } from './idle.js';
 import { inboxRows } from './inbox.js';
 import type { BenchDatabase } from './database.js';
 import { latencyRows } from './latency.js';
@@ -34,6 +36,7 @@ import { pollRows } from './poll.js';
 import { openPostgres, type PostgresBench } from './postgres.js';
 import { publishRows } from './publish.js';
 import { relayRows } from './relay.js';
+import { scaleOutRows } from './scale-out.js';
 import { renderReport, writeReport, type Report } from './report.js';
 import { sqliteRows, sqliteEnvironment } from './sqlite.js';
 import { packageVersion, readSettings } from './support.js';
@@ -76,12 +79,14 @@ function commonGroups<Tx>(): Array<Group<BenchDatabase<Tx>>> {
   ];
 }
 
-/** Postgres only: the memory row's child process, the peers (Postgres libraries), the dashboard. */
+/** Postgres only: the memory row's child process, the peers (Postgres libraries), the dashboard, the inbox, an idle node's statements, scale-out. */
 const POSTGRES_GROUPS: Array<Group<PostgresBench>> = [
   ['memory', memoryRows],
   ['peers', peerRows],
   ['dashboard', dashboardRows],
   ['inbox', inboxRows],
+  ['idle', idleRows],
+  ['scaleout', scaleOutRows],
 ];
 
 /** Runs each selected group; returns how many failed (each failure is a row of the report). */

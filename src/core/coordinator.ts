@@ -93,7 +93,9 @@ export class OutboxCoordinator {
     for (const [partition, worker] of this.workers) {
       if (worker.lost) this.workers.delete(partition);
     }
-    const held = [...this.workers.values()];
+    // Only idle workers: a busy one renews its own lease as it settles, and a delivery renews it
+    // for at most deliveryTimeout, so that a hung relay still loses its partition.
+    const held = [...this.workers.values()].filter((worker) => worker.resting);
     const announce = this.announced ? undefined : this.rebalanceNotify;
     const beat = await runAtomically(
       adapter,
@@ -111,10 +113,9 @@ export class OutboxCoordinator {
     const target = Math.ceil(outbox.partitions / liveNodes);
 
     if (this.workers.size > target) await this.releaseExtra(this.workers.size - target);
-    for (const partition of this.preferredOrder()) {
-      if (this.stopped || this.workers.size >= target) break;
-      if (this.workers.has(partition) || leased.has(partition)) continue;
-      await this.acquire(partition);
+    const free = this.preferredOrder().filter((p) => !this.workers.has(p) && !leased.has(p));
+    while (!this.stopped && this.workers.size < target && free.length > 0) {
+      await this.acquire(free.splice(0, target - this.workers.size));
     }
     if (this.workers.size < target) this.reportWaiting(leases);
     if (!this.workers.has(0)) return;
@@ -124,16 +125,15 @@ export class OutboxCoordinator {
   }
 
   /**
-   * What the heartbeat's renewals found: a renewed lease counts for its worker; one not renewed
-   * was taken over (the worker stops, writing nothing); a partition with a message due is woken.
+   * What the heartbeat's renewals found: a renewed lease counts for its worker; a lost one was
+   * taken over (the worker stops, writing nothing); a partition with a message due is woken.
    */
   private renewed(held: readonly PartitionWorker[], beat: Heartbeat): void {
     const renewed = new Set(beat.renewed);
+    const lost = new Set(beat.lost);
     for (const worker of held) {
-      if (renewed.has(worker.partition)) {
-        worker.leaseRenewed();
-        continue;
-      }
+      if (renewed.has(worker.partition)) worker.leaseRenewed();
+      if (!lost.has(worker.partition)) continue;
       emit(channels.leaseLost, () => ({
         instance: this.deps.instance,
         outbox: this.deps.outbox.name,
@@ -187,30 +187,39 @@ export class OutboxCoordinator {
     return Array.from({ length: count }, (_, i) => (start + i) % count);
   }
 
-  private async acquire(partition: number): Promise<void> {
+  /** Takes what it can of `partitions` (free when the heartbeat read them): one statement where the dialect can. */
+  private async acquire(partitions: readonly number[]): Promise<void> {
     const { adapter, outbox, leaseTimeout } = this.deps;
-    const epoch = await run(
-      adapter,
-      adapter.dialect.acquireLease(outbox.table, {
+    const params = { outbox: outbox.name, owner: this.nodeId, ttl: leaseTimeout, now: Date.now() };
+    const taken: Array<{ partition: number; epoch: number }> = [];
+    if (adapter.dialect.acquireLeases !== undefined && partitions.length > 1) {
+      taken.push(
+        ...(await run(adapter, adapter.dialect.acquireLeases(outbox.table, { ...params, partitions }))),
+      );
+    } else {
+      for (const partition of partitions) {
+        const epoch = await run(
+          adapter,
+          adapter.dialect.acquireLease(outbox.table, { ...params, partition }),
+        );
+        if (epoch !== undefined) taken.push({ partition, epoch });
+      }
+    }
+    for (const { partition, epoch } of taken) {
+      // Stopped meanwhile: the lease lapses, or the stop's hand-back (which reads `workers`) missed it.
+      if (this.stopped) return;
+      const lease: LeaseToken = { outbox: outbox.name, partition, owner: this.nodeId, epoch };
+      const worker = new PartitionWorker(this.deps, lease);
+      this.workers.set(partition, worker);
+      this.heldHere.add(partition);
+      emit(channels.leaseAcquired, () => ({
+        instance: this.deps.instance,
         outbox: outbox.name,
         partition,
-        owner: this.nodeId,
-        ttl: leaseTimeout,
-        now: Date.now(),
-      }),
-    );
-    if (epoch === undefined || this.stopped) return;
-    const lease: LeaseToken = { outbox: outbox.name, partition, owner: this.nodeId, epoch };
-    const worker = new PartitionWorker(this.deps, lease);
-    this.workers.set(partition, worker);
-    this.heldHere.add(partition);
-    emit(channels.leaseAcquired, () => ({
-      instance: this.deps.instance,
-      outbox: outbox.name,
-      partition,
-      epoch: lease.epoch,
-    }));
-    worker.start();
+        epoch: lease.epoch,
+      }));
+      worker.start();
+    }
   }
 
   private async releaseExtra(count: number): Promise<void> {

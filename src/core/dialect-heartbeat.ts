@@ -14,9 +14,9 @@ export interface NotifyOnCommit {
 /** What a heartbeat does besides recording the node: see {@link Dialect.heartbeat}. */
 export interface HeartbeatOptions {
   /**
-   * The node's leases on the outbox, renewed with the heartbeat, each fenced on its owner and
-   * epoch (in partition order: the order every statement that writes several lease rows takes
-   * them in). {@link Heartbeat.renewed} says which held.
+   * Leases of the node's idle workers on the outbox, renewed with the heartbeat, each fenced on its
+   * owner and epoch (in partition order: the order every statement that writes several lease rows
+   * takes them in). {@link Heartbeat.renewed} and {@link Heartbeat.lost} say what became of them.
    */
   readonly renew: readonly LeaseToken[];
   /**
@@ -40,8 +40,14 @@ export interface Heartbeat {
     readonly owner: string;
     readonly until: number;
   }>;
-  /** The partitions of {@link HeartbeatOptions.renew} whose lease was renewed; the others were lost. */
+  /** The partitions of {@link HeartbeatOptions.renew} whose lease was renewed. */
   readonly renewed: readonly number[];
+  /**
+   * The partitions of {@link HeartbeatOptions.renew} whose lease is no longer the token's (taken
+   * over). A lease neither renewed nor lost was busy (its row locked by the worker's own settle):
+   * the worker renews it.
+   */
+  readonly lost: readonly number[];
   /** With {@link HeartbeatOptions.checkDue}: renewed partitions with a message to deliver now. */
   readonly due: readonly number[];
   /**

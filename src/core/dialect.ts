@@ -301,6 +301,14 @@ export interface Dialect extends DialectAdministration {
   ): Statement<AcknowledgedPoll>;
   /** The new lease's epoch, or `undefined` when another live owner holds the partition. */
   acquireLease(table: QualifiedName, params: AcquireParams): Statements<number | undefined>;
+  /**
+   * Optional (one statement where the dialect can): {@link acquireLease} of several partitions,
+   * in partition order; the partitions taken and their epochs.
+   */
+  acquireLeases?(
+    table: QualifiedName,
+    params: Omit<AcquireParams, 'partition'> & { readonly partitions: readonly number[] },
+  ): Statement<Array<{ readonly partition: number; readonly epoch: number }>>;
   /** False when the lease was lost. */
   renewLease(table: QualifiedName, lease: LeaseToken, ttl: number, now: number): Statements<boolean>;
   /**
@@ -320,6 +328,17 @@ export interface Dialect extends DialectAdministration {
     now: number,
     options?: HeartbeatOptions,
   ): Batch<Heartbeat>;
+  /**
+   * Optional (one statement where the dialect can): a stopping node hands back `leases` (each
+   * fenced), is forgotten, and with `notify` tells the others, at once.
+   */
+  leave?(
+    table: QualifiedName,
+    outbox: string,
+    nodeId: string,
+    leases: readonly LeaseToken[],
+    notify: NotifyOnCommit | undefined,
+  ): Statement<void>;
   /** Forgets a stopping node; with `notify` (a dialect with notifications), tells the others. */
   removeNode(table: QualifiedName, outbox: string, nodeId: string, notify?: NotifyOnCommit): Statement<void>;
   /**

@@ -132,6 +132,25 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
     ],
     ['removeNode', dialect.removeNode(table, 'orders', 'node-1')],
     ['removeNode notify', dialect.removeNode(table, 'orders', 'node-1', rebalance)],
+    ...(dialect.acquireLeases === undefined
+      ? []
+      : ([
+          [
+            'acquireLeases',
+            dialect.acquireLeases(table, {
+              now: 1_700_000_000_000,
+              outbox: 'orders',
+              partitions: [3, 1],
+              owner: 'node-1',
+              ttl: 30_000,
+            }),
+          ],
+        ] as Array<[string, SqlQuery]>)),
+    ...(dialect.leave === undefined
+      ? []
+      : ([['leave', dialect.leave(table, 'orders', 'node-1', [lease], rebalance)]] as Array<
+          [string, SqlQuery]
+        >)),
     ['counts', dialect.counts(table, 'orders', 4)],
     ['readConfiguration', dialect.readConfiguration(table, 'orders')],
     [
@@ -189,6 +208,8 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
 /** The dialect methods {@link dialectQueries} covers; a test fails when the dialect grows one more. */
 export const coveredMethods = [
   'schema',
+  'acquireLeases',
+  'leave',
   'migrationLock',
   'insert',
   'poll',

@@ -41,6 +41,11 @@ export class PartitionWorker {
     this.finished ??= this.loop();
   }
 
+  /** Asleep between rounds, idle: the coordinator's heartbeat renews its lease. */
+  get resting(): boolean {
+    return this.wakeUp !== undefined;
+  }
+
   /** The coordinator's heartbeat renewed the lease. */
   leaseRenewed(): void {
     this.keeper.renewed();

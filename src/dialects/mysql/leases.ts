@@ -164,6 +164,7 @@ export function heartbeat(
           until: Number(l.until),
         })),
         renewed: renew.filter((_, i) => (results[4 + 2 * i]?.length ?? 0) > 0).map((l) => l.partition),
+        lost: renew.filter((_, i) => (results[4 + 2 * i]?.length ?? 0) === 0).map((l) => l.partition),
         due: [],
       };
     },

@@ -36,6 +36,8 @@ import { configTable, tables } from './tables.js';
  * row of an outbox, first in its transaction, so it takes them before any message row, the order
  * a worker's settle takes them in. The two statements that write several lease rows (the
  * heartbeat's renewals and `countRewind`) lock them in partition order, so they cannot deadlock.
+ * The CTEs added with them start with `_`: a CTE named like the user's message table (`held`)
+ * would hide the table from the statement.
  */
 
 /** The new lease's epoch, or `undefined` when another live owner holds the partition. */
@@ -54,6 +56,28 @@ ON CONFLICT (outbox, partition) DO UPDATE
   WHERE l.lease_until < now() OR l.owner = EXCLUDED.owner
 RETURNING epoch`,
     (rows) => (rows[0] === undefined ? undefined : Number(rows[0].epoch)),
+  );
+}
+
+/** {@link acquireLease} of several partitions in one statement, in partition order: those taken. */
+export function acquireLeases(
+  table: QualifiedName,
+  params: Omit<AcquireParams, 'partition'> & { readonly partitions: readonly number[] },
+): Statement<Array<{ partition: number; epoch: number }>> {
+  const { leases } = tables(table);
+  const p = Parameters.numbered();
+  const outbox = p.add(params.outbox);
+  const owner = p.add(params.owner);
+  const ttl = p.add(params.ttl);
+  const partitions = p.add([...params.partitions].sort((a, b) => a - b));
+  return p.statement(
+    `INSERT INTO ${leases} AS l (outbox, partition, owner, epoch, lease_until)
+SELECT ${outbox}, w.partition, ${owner}, 1, clock_timestamp() + ${ttl} ${MS} FROM unnest(${partitions}::int[]) AS w(partition) ORDER BY w.partition
+ON CONFLICT (outbox, partition) DO UPDATE
+  SET owner = EXCLUDED.owner, epoch = l.epoch + 1, lease_until = clock_timestamp() + ${ttl} ${MS}
+  WHERE l.lease_until < now() OR l.owner = EXCLUDED.owner
+RETURNING partition, epoch`,
+    (rows) => rows.map((row) => ({ partition: Number(row.partition), epoch: Number(row.epoch) })),
   );
 }
 
@@ -84,7 +108,7 @@ export function releaseLease(
   const release = `UPDATE ${leases} SET lease_until = '-infinity' WHERE ${ownsLease(owned)} RETURNING epoch`;
   if (notify === undefined) return p.statement(release, () => undefined);
   return p.statement(
-    `WITH released AS (${release}) SELECT ${notifyIf(p, notify, 'EXISTS (SELECT 1 FROM released)')} AS notified`,
+    `WITH _released AS (${release}) SELECT ${notifyIf(p, notify, 'EXISTS (SELECT 1 FROM _released)')} AS notified`,
     () => undefined,
   );
 }
@@ -98,8 +122,10 @@ function notifyIf(p: Parameters, notify: NotifyOnCommit, condition: string): str
  * Counts live relaying nodes (this one included) and returns the live leases, so the engine can
  * aim for its fair share of partitions. Nodes silent for ten lease periods are forgotten. With
  * `options`, the same statement renews the node's leases of the outbox (`held`: each row locked
- * in partition order and fenced on its owner and epoch, a row taken over meanwhile is re-checked
- * after the wait and left out), reports which of them have a message due (two probes a partition:
+ * in partition order and fenced on its owner and epoch; a row locked by a settle or a takeover is
+ * skipped rather than waited for, so the heartbeat never queues behind a worker's transaction and
+ * never takes a second connection for a partition), tells which are no longer the node's (`lost`,
+ * on the statement's snapshot), reports which of them have a message due (two probes a partition:
  * the `_ready` index, the `_retry` index up to now), and whether the tallies' upkeep has work: the
  * tally rows of the outbox (a few after a compaction) and its `<table>_config` row. An idle node
  * sends this one statement per outbox and tick, whatever its partition count.
@@ -121,14 +147,16 @@ export function heartbeat(
   const held =
     options === undefined
       ? ''
-      : `, held AS (
+      : `, _held AS (
   SELECT l.partition FROM ${leases} l JOIN unnest(${p.add(renew.map((l) => l.partition))}::int[], ${p.add(renew.map((l) => l.epoch))}::bigint[]) AS h(partition, epoch)
     ON l.partition = h.partition AND l.epoch = h.epoch
-  WHERE l.outbox = ${o} AND l.owner = ${node} ORDER BY l.partition FOR UPDATE OF l
-), renewed AS (
-  UPDATE ${leases} l SET lease_until = clock_timestamp() + ${period} ${MS} FROM held
-  WHERE l.outbox = ${o} AND l.partition = held.partition RETURNING l.partition
+  WHERE l.outbox = ${o} AND l.owner = ${node} ORDER BY l.partition FOR UPDATE OF l SKIP LOCKED
+), _renewed AS (
+  UPDATE ${leases} l SET lease_until = clock_timestamp() + ${period} ${MS} FROM _held
+  WHERE l.outbox = ${o} AND l.partition = _held.partition RETURNING l.partition
 )`;
+  const tokens = () =>
+    `unnest(${p.add(renew.map((l) => l.partition))}::int[], ${p.add(renew.map((l) => l.epoch))}::bigint[]) AS t(partition, epoch)`;
   const due = (partition: string) =>
     `EXISTS (SELECT 1 FROM ${messages} m WHERE m.outbox = ${o} AND m.partition = ${partition} AND m.status = ${Status.ready})
     OR EXISTS (SELECT 1 FROM ${messages} m WHERE m.outbox = ${o} AND m.partition = ${partition} AND m.status = ${Status.retry} AND m.next_attempt_at <= now())`;
@@ -136,8 +164,9 @@ export function heartbeat(
     options === undefined
       ? ''
       : `,
-  coalesce((SELECT json_agg(partition) FROM renewed), '[]'::json)::text AS renewed,
-  ${options.checkDue ? `coalesce((SELECT json_agg(r.partition) FROM renewed r WHERE ${due('r.partition')}), '[]'::json)::text` : `'[]'`} AS due,
+  coalesce((SELECT json_agg(partition) FROM _renewed), '[]'::json)::text AS renewed,
+  coalesce((SELECT json_agg(t.partition) FROM ${tokens()} WHERE NOT EXISTS (SELECT 1 FROM ${leases} l WHERE l.outbox = ${o} AND l.partition = t.partition AND l.owner = ${node} AND l.epoch = t.epoch)), '[]'::json)::text AS lost,
+  ${options.checkDue ? `coalesce((SELECT json_agg(r.partition) FROM _renewed r WHERE ${due('r.partition')}), '[]'::json)::text` : `'[]'`} AS due,
   (SELECT count(*) > count(DISTINCT partition) FROM ${tallies} WHERE outbox = ${o}) AS compact_due,
   coalesce((SELECT recounted_at < now() - ${p.add(options.recountEvery)} ${MS} FROM ${configTable(table)} WHERE outbox = ${o}), false) AS recount_due${
     options.notify === undefined
@@ -177,12 +206,44 @@ function readHeartbeat(row: Row): Heartbeat {
       until: Number(l.until),
     })),
     renewed: partitions(row.renewed),
+    lost: partitions(row.lost),
     due: partitions(row.due),
     upkeep:
       row.compact_due === undefined
         ? undefined
         : { compact: row.compact_due === true, recount: row.recount_due === true },
   };
+}
+
+/**
+ * A stopping node, in one statement: hands back its leases of the outbox (locked in partition
+ * order, each fenced on owner and epoch), is forgotten, and with `notify` tells the others.
+ */
+export function leave(
+  table: QualifiedName,
+  outbox: string,
+  nodeId: string,
+  held: readonly LeaseToken[],
+  notify: NotifyOnCommit | undefined,
+): Statement<void> {
+  const { leases, nodes } = tables(table);
+  const p = Parameters.numbered();
+  const o = p.add(outbox);
+  const node = p.add(nodeId);
+  return p.statement(
+    `WITH _held AS (
+  SELECT l.partition FROM ${leases} l JOIN unnest(${p.add(held.map((l) => l.partition))}::int[], ${p.add(held.map((l) => l.epoch))}::bigint[]) AS h(partition, epoch)
+    ON l.partition = h.partition AND l.epoch = h.epoch
+  WHERE l.outbox = ${o} AND l.owner = ${node} ORDER BY l.partition FOR UPDATE OF l
+), _released AS (
+  UPDATE ${leases} l SET lease_until = '-infinity' FROM _held WHERE l.outbox = ${o} AND l.partition = _held.partition RETURNING 1
+), _removed AS (
+  DELETE FROM ${nodes} WHERE outbox = ${o} AND node_id = ${node} RETURNING 1
+) SELECT (SELECT count(*) FROM _released)::int AS released, (SELECT count(*) FROM _removed)::int AS removed${
+      notify === undefined ? '' : `, ${notifyIf(p, notify, 'true')} AS notified`
+    }`,
+    () => undefined,
+  );
 }
 
 /** With `notify`, tells the other nodes when the removal commits: they rebalance at once. */
@@ -197,7 +258,7 @@ export function removeNode(
   const remove = `DELETE FROM ${nodes} WHERE outbox = ${p.add(outbox)} AND node_id = ${p.add(nodeId)}`;
   if (notify === undefined) return p.statement(remove, () => undefined);
   return p.statement(
-    `WITH removed AS (${remove} RETURNING 1) SELECT (SELECT count(*) FROM removed)::int AS removed, ${notifyIf(p, notify, 'true')} AS notified`,
+    `WITH _removed AS (${remove} RETURNING 1) SELECT (SELECT count(*) FROM _removed)::int AS removed, ${notifyIf(p, notify, 'true')} AS notified`,
     () => undefined,
   );
 }

@@ -92,6 +92,7 @@ export function heartbeat(
         liveNodes: Math.max(1, Number(row.live_nodes)),
         leases: JSON.parse(String(row.leases)) as Array<{ partition: number; owner: string; until: number }>,
         renewed: renew.filter((_, i) => (results[2 + i]?.length ?? 0) > 0).map((l) => l.partition),
+        lost: renew.filter((_, i) => (results[2 + i]?.length ?? 0) === 0).map((l) => l.partition),
         due: [],
       };
     },
