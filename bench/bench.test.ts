@@ -58,7 +58,7 @@ describe('npm run bench, BENCH_QUICK=1', () => {
       'Inbox `handle`, 1 message per transaction, 10 writers',
       'An idle relaying node, 4 outboxes × 8 partitions, `notify: true`',
       'An idle relaying node, 4 outboxes × 64 partitions, `notify: true`',
-      'Relay throughput, 1 / 2 / 4 / 8 processes sharing 32 partitions',
+      'processes sharing 32 partitions',
       'A second process joins one holding all 32 partitions',
       '`stop()` on one of two processes',
       'SIGKILL of one of two processes',
