@@ -33,6 +33,8 @@ export class OutboxCoordinator {
   private readonly reportedWaits = new Set<string>();
   /** Partitions this node has held since it started: a lease of its own that it never took here is a predecessor's. */
   private readonly heldHere = new Set<number>();
+  /** A step at the moment a lease that missed its renewals lapses (see {@link stepWhenLapsed}). */
+  private lapseTimer: NodeJS.Timeout | undefined;
   /** A step was asked for while one ran: run another once it ends (it may have read the leases before the change). */
   private again = false;
   /** The first heartbeat announces the node (`rebalanceNotify`): the others hand back their surplus at once. */
@@ -117,7 +119,10 @@ export class OutboxCoordinator {
     while (!this.stopped && this.workers.size < target && free.length > 0) {
       await this.acquire(free.splice(0, target - this.workers.size));
     }
-    if (this.workers.size < target) this.reportWaiting(leases);
+    if (this.workers.size < target) {
+      this.reportWaiting(leases);
+      this.stepWhenLapsed(leases);
+    }
     if (!this.workers.has(0)) return;
     this.housekeeping ??= this.housekeep(beat.upkeep).finally(() => {
       this.housekeeping = undefined;
@@ -168,6 +173,29 @@ export class OutboxCoordinator {
         },
       );
     }
+  }
+
+  /**
+   * This node waits for partitions: a lease that lapses before the next tick (its holder missed
+   * renewals, a crash most likely; a live holder renews every third of the lease, so its leases
+   * always run longer than a tick) gets a step of its own just after it lapses, so a crashed
+   * holder's partitions are taken `leaseTimeout` after its last renewal rather than up to a tick
+   * later. Times are the database's clock, read against this process's: a skew makes the step
+   * early (it finds the lease held, and the ticks go on) or late (a tick comes first).
+   */
+  private stepWhenLapsed(leases: Heartbeat['leases']): void {
+    const tick = Math.max(50, Math.floor(this.deps.leaseTimeout / 3));
+    const now = Date.now();
+    const lapsing = leases.filter((l) => l.owner !== this.nodeId && l.until - now < tick).map((l) => l.until);
+    if (lapsing.length === 0 || this.lapseTimer !== undefined) return;
+    this.lapseTimer = setTimeout(
+      () => {
+        this.lapseTimer = undefined;
+        this.rebalance();
+      },
+      Math.max(0, Math.min(...lapsing) - now) + 20,
+    );
+    this.lapseTimer.unref();
   }
 
   /**
@@ -272,6 +300,7 @@ export class OutboxCoordinator {
   async stop(timeout: number): Promise<void> {
     this.stopped = true;
     clearInterval(this.timer);
+    clearTimeout(this.lapseTimer);
     await this.ticking;
     const workers = [...this.workers.values()];
     const finished = Promise.all(workers.map((w) => w.stop()));
