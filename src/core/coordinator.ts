@@ -119,10 +119,9 @@ export class OutboxCoordinator {
     while (!this.stopped && this.workers.size < target && free.length > 0) {
       await this.acquire(free.splice(0, target - this.workers.size));
     }
-    if (this.workers.size < target) {
-      this.reportWaiting(leases);
-      this.stepWhenLapsed(leases);
-    }
+    if (this.workers.size < target) this.reportWaiting(leases);
+    // At its share or not: the holder's node row lapses with its leases, and the share grows then.
+    this.stepWhenLapsed(leases);
     if (!this.workers.has(0)) return;
     this.housekeeping ??= this.housekeep(beat.upkeep).finally(() => {
       this.housekeeping = undefined;
@@ -176,7 +175,7 @@ export class OutboxCoordinator {
   }
 
   /**
-   * This node waits for partitions: a lease that lapses before the next tick (its holder missed
+   * A lease of another node that lapses before the next tick (its holder missed
    * renewals, a crash most likely; a live holder renews every third of the lease, so its leases
    * always run longer than a tick) gets a step of its own just after it lapses, so a crashed
    * holder's partitions are taken `leaseTimeout` after its last renewal rather than up to a tick
