@@ -12,8 +12,9 @@
  *
  * Postgres and MySQL run the same rows (publish, relay, poll with counts and prune, latency), each
  * beside its own plain SQL (bench/postgres.ts, bench/mysql.ts); memory, peers, dashboard and inbox run
- * on Postgres only (the dashboard also on SQLite). Also:
- * BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox,inbox-store,brokers
+ * on Postgres only (the dashboard also on SQLite), as do idle (the statements an idle node sends)
+ * and scaleout (processes sharing an outbox, hand-over). Also:
+ * BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox,inbox-store,brokers,idle,scaleout
  * (a subset),
  * BENCH_OUT=<file> (where the report goes; default docs/benchmarks.md, each database between its
  * own markers, or outboxer-benchmarks-quick-<db>.md in the temp directory for quick runs),
@@ -27,6 +28,7 @@ import { brokerRows } from './brokers.js';
 import type { BenchContext } from './context.js';
 import { dashboardRows } from './dashboard.js';
 import { sqliteDashboardRows } from './dashboard-sqlite.js';
+import { idleRows } from './idle.js';
 import { inboxRows, inboxStoreRows } from './inbox.js';
 import type { BenchDatabase } from './database.js';
 import { latencyRows } from './latency.js';
@@ -37,6 +39,7 @@ import { pollRows } from './poll.js';
 import { openPostgres, type PostgresBench } from './postgres.js';
 import { publishRows } from './publish.js';
 import { relayRows } from './relay.js';
+import { scaleOutRows } from './scale-out.js';
 import { renderReport, writeReport, type Report } from './report.js';
 import { sqliteRows, sqliteEnvironment } from './sqlite.js';
 import { packageVersion, readSettings } from './support.js';
@@ -81,7 +84,8 @@ function commonGroups<Tx>(): Array<Group<BenchDatabase<Tx>>> {
 
 /**
  * Postgres only: the memory row's child process, the peers (Postgres libraries), the dashboard, the
- * inbox, and the relays into real brokers (Kafka, SQS, RabbitMQ, NATS, Redis, BullMQ, a webhook).
+ * inbox, the relays into real brokers (Kafka, SQS, RabbitMQ, NATS, Redis, BullMQ, a webhook), an
+ * idle node's statements, scale-out.
  */
 const POSTGRES_GROUPS: Array<Group<PostgresBench>> = [
   ['memory', memoryRows],
@@ -90,6 +94,8 @@ const POSTGRES_GROUPS: Array<Group<PostgresBench>> = [
   ['inbox', inboxRows],
   ['inbox-store', inboxStoreRows],
   ['brokers', brokerRows],
+  ['idle', idleRows],
+  ['scaleout', scaleOutRows],
 ];
 
 /** Runs each selected group; returns how many failed (each failure is a row of the report). */

@@ -4,6 +4,8 @@
  * {@link Dialect} that builds them. Nothing here runs SQL; adapters do (database.ts).
  */
 import type { DialectAdministration } from './dialect-admin.js';
+export type { Heartbeat, HeartbeatOptions, NotifyOnCommit } from './dialect-heartbeat.js';
+import type { Heartbeat, HeartbeatOptions, NotifyOnCommit } from './dialect-heartbeat.js';
 import type { QualifiedName } from './identifiers.js';
 import type { InboxDialect } from './inbox/dialect.js';
 import type { Ordering } from './options.js';
@@ -233,17 +235,6 @@ export interface SettleResult {
   readonly released: readonly number[];
 }
 
-export interface Heartbeat {
-  /** Relaying nodes of this outbox, this one included. */
-  readonly liveNodes: number;
-  /** Partitions leased by a live owner, and until when (Unix ms, the database's clock). */
-  readonly leases: ReadonlyArray<{
-    readonly partition: number;
-    readonly owner: string;
-    readonly until: number;
-  }>;
-}
-
 export interface NextRetry {
   /** Unix milliseconds of the partition's earliest retry, or `null` when none waits. */
   readonly at: number | null;
@@ -317,12 +308,46 @@ export interface Dialect extends DialectAdministration {
   ): Statement<AcknowledgedPoll>;
   /** The new lease's epoch, or `undefined` when another live owner holds the partition. */
   acquireLease(table: QualifiedName, params: AcquireParams): Statements<number | undefined>;
+  /**
+   * Optional (one statement where the dialect can): {@link acquireLease} of several partitions,
+   * in partition order; the partitions taken and their epochs.
+   */
+  acquireLeases?(
+    table: QualifiedName,
+    params: Omit<AcquireParams, 'partition'> & { readonly partitions: readonly number[] },
+  ): Statement<Array<{ readonly partition: number; readonly epoch: number }>>;
   /** False when the lease was lost. */
   renewLease(table: QualifiedName, lease: LeaseToken, ttl: number, now: number): Statements<boolean>;
-  releaseLease(table: QualifiedName, lease: LeaseToken): Statement<void>;
-  /** Heartbeat of a relaying node, and what it sees of the others. */
-  heartbeat(table: QualifiedName, outbox: string, nodeId: string, ttl: number, now: number): Batch<Heartbeat>;
-  removeNode(table: QualifiedName, outbox: string, nodeId: string): Statement<void>;
+  /**
+   * Hands a lease back; with `notify` (a dialect with notifications), sends it when a lease was
+   * released, so the other nodes take the partition at once.
+   */
+  releaseLease(table: QualifiedName, lease: LeaseToken, notify?: NotifyOnCommit): Statement<void>;
+  /**
+   * Heartbeat of a relaying node, and what it sees of the others; with `options`, also renews
+   * the node's leases and reports the work due (one statement on Postgres).
+   */
+  heartbeat(
+    table: QualifiedName,
+    outbox: string,
+    nodeId: string,
+    ttl: number,
+    now: number,
+    options?: HeartbeatOptions,
+  ): Batch<Heartbeat>;
+  /**
+   * Optional (one statement where the dialect can): a stopping node hands back `leases` (each
+   * fenced), is forgotten, and with `notify` tells the others, at once.
+   */
+  leave?(
+    table: QualifiedName,
+    outbox: string,
+    nodeId: string,
+    leases: readonly LeaseToken[],
+    notify: NotifyOnCommit | undefined,
+  ): Statement<void>;
+  /** Forgets a stopping node; with `notify` (a dialect with notifications), tells the others. */
+  removeNode(table: QualifiedName, outbox: string, nodeId: string, notify?: NotifyOnCommit): Statement<void>;
   /**
    * Where `counts()` sums tallies that each change writes with it, rather than counting rows: the
    * upkeep the node holding partition 0 runs at every coordination tick. `compact` sums the

@@ -9,3 +9,16 @@ export const NOTIFY_CHANNEL = 'outboxer';
 export function notifyPayload(instance: string, outbox: string, partition: number): string {
   return `${instance}:${outbox}:${partition}`;
 }
+
+/**
+ * What a node sends on {@link NOTIFY_CHANNEL} when it hands partitions of an outbox back or joins
+ * (`notify`): `<instance name>:<outbox>:rebalance`. Every node's coordinator of that outbox runs a
+ * coordination step at once instead of at its next tick, so a partition released by `stop()` is
+ * taken within milliseconds. (A node of an earlier version reads no partition number and ignores it.)
+ */
+export function rebalancePayload(instance: string, outbox: string): string {
+  return `${instance}:${outbox}:${REBALANCE}`;
+}
+
+/** The last field of {@link rebalancePayload}. */
+export const REBALANCE = 'rebalance';

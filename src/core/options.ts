@@ -62,7 +62,11 @@ export interface OutboxOptions {
   table?: string;
   /**
    * Postgres: wake relays with NOTIFY at commit. Concurrent publishers of a partition send one
-   * notification between them (docs/deploying.md, "NOTIFY"). Default false.
+   * notification between them (docs/deploying.md, "NOTIFY"). While its listener is connected, an
+   * idle worker then sleeps until a notification instead of polling every `pollInterval` (the
+   * heartbeat finds, every `leaseTimeout / 3`, a message no notification announced), and
+   * partitions handed back are taken by the other relays at once. Refused on MySQL and SQLite,
+   * which have no notifications. Default false.
    */
   notify?: boolean;
   /** Postgres: serialise publishers of one group key with an advisory lock. Default false. */

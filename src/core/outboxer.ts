@@ -345,12 +345,12 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
    * next picked up, possibly after later messages of its group.
    */
   retryDead(outbox: string, options: { ids?: readonly number[] } = {}): Promise<number> {
-    return this.administration.retryDead(outbox, options);
+    return this.administration.retryDead(outbox, options).then((n) => this.relaying.changed(outbox, n));
   }
 
   /** Removes messages for good (pending or dead); a group they blocked moves on. Returns how many were removed. */
   discard(outbox: string, ids: readonly number[]): Promise<number> {
-    return this.administration.discard(outbox, ids);
+    return this.administration.discard(outbox, ids).then((n) => this.relaying.changed(outbox, n));
   }
 
   /** Deletes delivered rows past the retention window, in batches. Returns how many. The pruner calls it. */

@@ -2,6 +2,8 @@
  * A relaying node's lifecycle: `start()` checks the configuration, starts the relays, listens for
  * NOTIFY wake-ups and starts one coordinator per outbox; `stop()` winds them down, each step
  * bounded. The relays here are the destinations (`Relay` objects), started once and stopped once.
+ * While the listener is connected, idle workers of `notify` outboxes sleep until a notification;
+ * while it is not, they poll every `pollInterval`.
  */
 import { checkConfigurations } from './configuration.js';
 import { OutboxCoordinator } from './coordinator.js';
@@ -9,7 +11,7 @@ import type { Listener } from './database.js';
 import { describeError, OutboxerError } from './errors.js';
 import type { Instance } from './instance.js';
 import { LocalWakeUps } from './local-wakeups.js';
-import { NOTIFY_CHANNEL } from './notifications.js';
+import { NOTIFY_CHANNEL, REBALANCE, rebalancePayload } from './notifications.js';
 import type { ResolvedOutbox } from './options.js';
 import type { Relay } from './relay.js';
 import { settlesWithin } from './timing.js';
@@ -18,6 +20,8 @@ import type { WorkerDeps } from './worker/index.js';
 export class RelayingNode {
   private coordinators = new Map<string, OutboxCoordinator>();
   private listener: Listener | undefined;
+  /** The listener is connected: notifications arrive (see `WorkerDeps.listening`). */
+  private listening = false;
   private state: 'idle' | 'starting' | 'running' | 'stopping' = 'idle';
   private destinationsStarting: Promise<void> | undefined;
   private readonly destinationsStarted = new Set<Relay>();
@@ -43,7 +47,14 @@ export class RelayingNode {
       leaseTimeout: settings.leaseTimeout,
       maxErrorLength: settings.maxErrorLength,
       logger: this.instance.logger,
+      listening: () => this.listening,
     };
+  }
+
+  /** `notify` on a database with notifications: what a release, a join and a stop send. */
+  private rebalanceNotify(outbox: ResolvedOutbox) {
+    if (!outbox.notify || !this.instance.adapter.dialect.capabilities.notifications) return undefined;
+    return { channel: NOTIFY_CHANNEL, payload: rebalancePayload(this.instance.settings.name, outbox.name) };
   }
 
   async start(): Promise<void> {
@@ -56,7 +67,12 @@ export class RelayingNode {
       await this.startDestinations();
       await this.listenForWakeUps();
       for (const outbox of outboxes.values()) {
-        const coordinator = new OutboxCoordinator(this.workerDeps(outbox), nodeId, () => this.prune(outbox));
+        const coordinator = new OutboxCoordinator(
+          this.workerDeps(outbox),
+          nodeId,
+          () => this.prune(outbox),
+          this.rebalanceNotify(outbox),
+        );
         this.coordinators.set(outbox.name, coordinator);
         await coordinator.start();
       }
@@ -90,8 +106,10 @@ export class RelayingNode {
   }
 
   /**
-   * A notification `<instance>:<outbox>:<partition>` wakes that partition's worker on this node; a
-   * listener that reconnects wakes them all, since notifications sent meanwhile are lost.
+   * A notification `<instance>:<outbox>:<partition>` wakes that partition's worker on this node,
+   * `<instance>:<outbox>:rebalance` its coordinator of the outbox. A listener that reconnects wakes
+   * every worker, since notifications sent meanwhile are lost; one that disconnects too, so that
+   * workers sleeping until a notification poll on `pollInterval` until it is back.
    */
   private async listenForWakeUps(): Promise<void> {
     const { adapter, outboxes, settings, logger } = this.instance;
@@ -103,13 +121,16 @@ export class RelayingNode {
         if (!payload.startsWith(prefix)) return;
         const rest = payload.slice(prefix.length);
         const split = rest.lastIndexOf(':');
-        this.coordinators.get(rest.slice(0, split))?.wake(Number(rest.slice(split + 1)));
+        const coordinator = this.coordinators.get(rest.slice(0, split));
+        const last = rest.slice(split + 1);
+        if (last === REBALANCE) coordinator?.rebalance();
+        else coordinator?.wake(Number(last));
       },
       onStatus: (connected, error) => {
-        if (connected) {
-          for (const coordinator of this.coordinators.values())
-            for (const worker of coordinator.workers.values()) worker.wake();
-        } else {
+        this.listening = connected;
+        for (const coordinator of this.coordinators.values())
+          for (const worker of coordinator.workers.values()) worker.wake();
+        if (!connected) {
           logger.warn('outboxer: notification listener disconnected; polling until it is back', {
             error: describeError(error, settings.maxErrorLength),
           });
@@ -126,6 +147,17 @@ export class RelayingNode {
   published(partitions: Iterable<{ readonly outbox: string; readonly partition: number }>): void {
     if (this.state !== 'running' || this.instance.adapter.dialect.capabilities.notifications) return;
     this.localWakeUps.published(partitions);
+  }
+
+  /**
+   * An operator's change made messages of `outbox` ready (`retryDead`, `discard` unblocking a
+   * group): wakes this node's workers of it, which may sleep until a notification. Other nodes
+   * find them at their coordinator's next heartbeat (`leaseTimeout / 3`), or their next poll.
+   * Returns `count`.
+   */
+  changed(outbox: string, count: number): number {
+    if (count > 0) for (const worker of this.coordinators.get(outbox)?.workers.values() ?? []) worker.wake();
+    return count;
   }
 
   /**
@@ -152,6 +184,7 @@ export class RelayingNode {
         );
       const listener = this.listener;
       this.listener = undefined;
+      this.listening = false;
       if (listener !== undefined) await settlesWithin(listener.close(), 1000);
       await settlesWithin(this.stopDestinations(), shutdownTimeout);
     } finally {

@@ -6,6 +6,7 @@ import type { Dialect, SqlQuery } from 'outboxer';
 
 const table = { schema: 'app', name: 'outbox' };
 const lease = { outbox: 'orders', partition: 3, owner: 'node-1', epoch: 7 };
+const rebalance = { channel: 'outboxer', payload: 'app:orders:rebalance' };
 const rows = [
   {
     outbox: 'orders',
@@ -123,8 +124,38 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
     ],
     ['renewLease', dialect.renewLease(table, lease, 30_000, 1_700_000_000_000)],
     ['releaseLease', dialect.releaseLease(table, lease)],
+    ['releaseLease notify', dialect.releaseLease(table, lease, rebalance)],
     ['heartbeat', dialect.heartbeat(table, 'orders', 'node-1', 30_000, 1_700_000_000_000)],
+    [
+      'heartbeat renewing',
+      dialect.heartbeat(table, 'orders', 'node-1', 30_000, 1_700_000_000_000, {
+        renew: [lease, { ...lease, partition: 1, epoch: 4 }],
+        checkDue: true,
+        recountEvery: 600_000,
+        notify: rebalance,
+      }),
+    ],
     ['removeNode', dialect.removeNode(table, 'orders', 'node-1')],
+    ['removeNode notify', dialect.removeNode(table, 'orders', 'node-1', rebalance)],
+    ...(dialect.acquireLeases === undefined
+      ? []
+      : ([
+          [
+            'acquireLeases',
+            dialect.acquireLeases(table, {
+              now: 1_700_000_000_000,
+              outbox: 'orders',
+              partitions: [3, 1],
+              owner: 'node-1',
+              ttl: 30_000,
+            }),
+          ],
+        ] as Array<[string, SqlQuery]>)),
+    ...(dialect.leave === undefined
+      ? []
+      : ([['leave', dialect.leave(table, 'orders', 'node-1', [lease], rebalance)]] as Array<
+          [string, SqlQuery]
+        >)),
     ['counts', dialect.counts(table, 'orders', 4)],
     ['readConfiguration', dialect.readConfiguration(table, 'orders')],
     [
@@ -182,6 +213,8 @@ export function dialectQueries(dialect: Dialect): Array<{ name: string; query: S
 /** The dialect methods {@link dialectQueries} covers; a test fails when the dialect grows one more. */
 export const coveredMethods = [
   'schema',
+  'acquireLeases',
+  'leave',
   'migrationLock',
   'insert',
   'poll',

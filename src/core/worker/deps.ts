@@ -13,6 +13,12 @@ export interface WorkerDeps {
   readonly leaseTimeout: number;
   readonly maxErrorLength: number;
   readonly logger: Logger;
+  /**
+   * True while this node's notification listener is connected (`notify` on a dialect with
+   * notifications): an idle worker then sleeps until a notification, a retry falling due, or the
+   * coordinator finding work, instead of polling every `pollInterval`. Absent: always polls.
+   */
+  readonly listening?: () => boolean;
 }
 
 /**

@@ -44,20 +44,20 @@ describe('LeaseKeeper', () => {
     vi.useRealTimers();
   });
 
-  test('renews once a third of the lease has passed since the last renewal, with the process clock', async () => {
+  test('renews once half of the lease has passed since the last renewal, with the process clock', async () => {
     vi.useFakeTimers({ now: 1_000_000 });
     const { keeper: k, renewals } = keeper(() => true);
-    vi.setSystemTime(1_000_999);
+    vi.setSystemTime(1_001_499);
     expect(await k.renewIfDue()).toBe(true);
     expect(renewals).toEqual([]);
-    vi.setSystemTime(1_001_000);
-    expect(await k.renewIfDue()).toBe(true);
-    expect(renewals).toEqual([1_001_000]);
     vi.setSystemTime(1_001_500);
-    k.renewed();
-    vi.setSystemTime(1_002_499);
     expect(await k.renewIfDue()).toBe(true);
-    expect(renewals).toEqual([1_001_000]);
+    expect(renewals).toEqual([1_001_500]);
+    vi.setSystemTime(1_002_000);
+    k.renewed(); // the coordinator's heartbeat renewed it
+    vi.setSystemTime(1_003_499);
+    expect(await k.renewIfDue()).toBe(true);
+    expect(renewals).toEqual([1_001_500]);
   });
 
   test('reports a lost lease, and a lease not renewed for a whole period as expired', async () => {
@@ -67,7 +67,7 @@ describe('LeaseKeeper', () => {
     const onLost = (message: unknown) => lost.push(message);
     diagnostics.subscribe(channels.leaseLost.name, onLost);
     try {
-      vi.setSystemTime(1_001_000);
+      vi.setSystemTime(1_001_500);
       expect(await k.renewIfDue()).toBe(false);
       expect(lost).toEqual([{ instance: 'test', outbox: 'orders', partition: 0, epoch: 1 }]);
       expect(k.expired()).toBe(false);

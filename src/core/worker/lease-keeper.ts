@@ -5,8 +5,9 @@ import { channels, emit } from '../telemetry.js';
 import type { WorkerDeps } from './deps.js';
 
 /**
- * A partition's lease between rounds: when it was last counted as renewed, a renewal once a third
- * of it has passed, and whether it may have run out. During delivery, {@link keepLeaseDuringDelivery}
+ * A partition's lease between rounds: when it was last counted as renewed, a renewal once half of
+ * it has passed (the coordinator's heartbeat renews every lease of the node each third, so this
+ * renews only when that did not happen), and whether it may have run out. During delivery, {@link keepLeaseDuringDelivery}
  * renews it.
  */
 export class LeaseKeeper {
@@ -27,9 +28,9 @@ export class LeaseKeeper {
     return Date.now() - this.lastRenewed > this.deps.leaseTimeout;
   }
 
-  /** Renews the lease once a third of it has passed since the last renewal; false when it was lost. */
+  /** Renews the lease once half of it has passed since the last renewal; false when it was lost. */
   async renewIfDue(): Promise<boolean> {
-    if (Date.now() - this.lastRenewed < this.deps.leaseTimeout / 3) return true;
+    if (Date.now() - this.lastRenewed < this.deps.leaseTimeout / 2) return true;
     const { adapter, outbox } = this.deps;
     const statement = adapter.dialect.renewLease(
       outbox.table,

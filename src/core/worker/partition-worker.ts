@@ -8,9 +8,11 @@ import { idleDelay, Pipeline, runRound, writeDeferred } from './round.js';
 
 /**
  * Delivers one partition while it holds the lease: rounds back to back while there is work, a
- * wait of `pollInterval` (or until the next retry is due, or a NOTIFY) when there is none. The
- * loop sleeps, wakes, backs off and stops; what a round does is the round's (round.ts), and the
- * lease between rounds is the keeper's (lease-keeper.ts).
+ * wait of `pollInterval` (or until the next retry is due, or a NOTIFY) when there is none; with
+ * `notify` and its listener connected, no `pollInterval`: until a NOTIFY, a retry due, or the
+ * coordinator's wake-up. The loop sleeps, wakes, backs off and stops; what a round does is the
+ * round's (round.ts), the lease between rounds is the keeper's (lease-keeper.ts) and, while the
+ * worker sleeps, the coordinator's heartbeat renews it ({@link leaseRenewed}, {@link leaseTaken}).
  */
 export class PartitionWorker {
   private readonly stopController = new AbortController();
@@ -38,6 +40,28 @@ export class PartitionWorker {
   start(): void {
     this.finished ??= this.loop();
   }
+
+  /** Asleep between rounds, idle: the coordinator's heartbeat renews its lease. */
+  get resting(): boolean {
+    return this.wakeUp !== undefined;
+  }
+
+  /** The coordinator's heartbeat renewed the lease. */
+  leaseRenewed(): void {
+    this.keeper.renewed();
+  }
+
+  /**
+   * The coordinator's heartbeat found the lease taken over: stop without writing anything more
+   * (the round in flight is fenced on the lease and writes nothing either).
+   */
+  leaseTaken(): void {
+    this.taken = true;
+    this.stopping = true;
+    this.wake();
+  }
+
+  private taken = false;
 
   /** Poll now (a NOTIFY arrived). */
   wake(): void {
@@ -87,6 +111,14 @@ export class PartitionWorker {
     let quietAsOf: number | undefined;
     while (!this.stopping) {
       try {
+        // Before every round, after a sleep of any length too: the coordinator renews the lease
+        // of an idle worker; this renews it when neither it nor a settle has for half a lease
+        // (a full page with every row blocked and held renews nothing: a backlog behind a
+        // retrying head outlasted the lease while the worker held it).
+        if (!(await this.keeper.renewIfDue())) {
+          this.lost = true;
+          return;
+        }
         const notifications = this.notifications;
         const round = await runRound(this.deps, {
           lease: this.lease,
@@ -104,13 +136,6 @@ export class PartitionWorker {
         const mayRest = quietAsOf !== undefined && quietAsOf === this.notifications;
         quietAsOf = round.publishersQuiet ? notifications : undefined;
         if (round.settlement !== undefined) this.publishersBackoff = 1;
-        // A full page with no settlement (every row blocked, and held) renewed nothing: without
-        // this, a backlog behind a retrying head outlasted the lease while the worker held it.
-        if (round.full && round.settlement !== undefined) continue;
-        if (!(await this.keeper.renewIfDue())) {
-          this.lost = true;
-          return;
-        }
         if (round.full) continue;
         if (outbox.notify && !mayRest) {
           // A publisher may have left its NOTIFY out to one this worker already received, and not
@@ -148,6 +173,10 @@ export class PartitionWorker {
         }
       }
     }
+    if (this.taken) {
+      this.lost = true;
+      return;
+    }
     await this.writeOnStop();
   }
 
@@ -165,7 +194,8 @@ export class PartitionWorker {
     }
   }
 
-  private sleep(ms: number): Promise<void> {
+  /** Until `ms` have passed or {@link wake}; without `ms`, until woken. */
+  private sleep(ms: number | undefined): Promise<void> {
     if (this.woken || this.stopping) {
       this.woken = false;
       return Promise.resolve();
@@ -177,7 +207,7 @@ export class PartitionWorker {
         this.woken = false;
         resolve();
       };
-      const timer = setTimeout(done, ms);
+      const timer = ms === undefined ? undefined : setTimeout(done, ms);
       this.wakeUp = done;
     });
   }

@@ -179,18 +179,25 @@ export async function writeDeferred(
 
 /**
  * Until the next poll: the poll interval, or less when a retry falls due sooner, and never more
- * than a third of the lease, which the round after the sleep renews: a long `pollInterval` (with
- * `notify`, say) must not let the lease run out while the worker still counts on it.
+ * than a third of the lease; `undefined` (until woken) while `notify` listens and no retry waits.
  */
-export async function idleDelay(deps: WorkerDeps, partition: number): Promise<number> {
+export async function idleDelay(deps: WorkerDeps, partition: number): Promise<number | undefined> {
   const { adapter, outbox, leaseTimeout } = deps;
-  const longest = Math.min(outbox.pollInterval, Math.max(10, Math.floor(leaseTimeout / 3)));
+  // Sleeping until a notification: only a retry falling due bounds the sleep (the coordinator's
+  // heartbeat renews the lease, and wakes the worker if it finds a message a notification missed).
+  const untilNotified = outbox.notify && deps.listening?.() === true;
+  const longest = untilNotified
+    ? undefined
+    : Math.min(outbox.pollInterval, Math.max(10, Math.floor(leaseTimeout / 3)));
   const statement = adapter.dialect.nextRetryAt(outbox.table, outbox.name, partition);
   const next = statement.read(await adapter.execute(statement));
   if (next.at === null) return longest;
   const now = Number.isNaN(next.now) ? Date.now() : next.now;
-  return Math.max(0, Math.min(longest, next.at - now));
+  return Math.max(0, Math.min(longest ?? MAX_TIMER, next.at - now));
 }
+
+/** The longest delay a Node.js timer takes (about 24.8 days); longer ones fire at once. */
+const MAX_TIMER = 2 ** 31 - 1;
 
 /** Moves ready rows behind a retrying (or parked) head of their group to `held`. */
 async function hold(

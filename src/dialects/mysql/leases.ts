@@ -1,4 +1,11 @@
-import type { AcquireParams, Heartbeat, LeaseToken, NodeRow, PartitionRow } from '../../core/dialect.js';
+import type {
+  AcquireParams,
+  Heartbeat,
+  HeartbeatOptions,
+  LeaseToken,
+  NodeRow,
+  PartitionRow,
+} from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
 import { batch, unread, type Batch, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
 import { parseJsonColumn, readDate } from '../shared/columns.js';
@@ -108,14 +115,22 @@ export function releaseLease(table: QualifiedName, lease: LeaseToken): Statement
  * every other node's row that a heartbeat in flight had upserted, and two nodes beating at once
  * deadlocked, each holding its row and waiting for the other's. First, it waits holding nothing,
  * and the upsert after it locks one row.
+ *
+ * With `options`, the node's leases of the outbox are renewed last in the same transaction, each a
+ * fenced UPDATE and a read of its row ({@link renewLease}), in partition order (the order
+ * `countRewind`'s UPDATE takes the rows in, by primary key). `checkDue` and the upkeep are not
+ * reported (no `notify` on MySQL; the upkeep runs at every tick).
  */
 export function heartbeat(
   table: QualifiedName,
   outbox: string,
   nodeId: string,
   ttl: number,
+  _now?: number,
+  options?: HeartbeatOptions,
 ): Batch<Heartbeat> {
   const { nodes, leases } = tables(table);
+  const renew = [...(options?.renew ?? [])].sort((a, b) => a.partition - b.partition);
   const seen = Parameters.positional();
   const forget = Parameters.positional();
   const look = Parameters.positional();
@@ -131,9 +146,10 @@ export function heartbeat(
         `SELECT (SELECT 1 + COUNT(*) FROM ${nodes} WHERE outbox = ${look.add(outbox)} AND node_id <> ${look.add(nodeId)} AND last_seen > ${NOW_MS} - ${look.add(ttl)}) AS live_nodes,
   (SELECT JSON_ARRAYAGG(JSON_OBJECT('partition', ${PARTITION}, 'owner', owner, 'until', lease_until)) FROM ${leases} WHERE outbox = ${look.add(outbox)} AND lease_until >= ${NOW_MS}) AS leases`,
       ),
+      ...renew.flatMap((lease) => [renewQuery(leases, lease, ttl), leaseRow(leases, lease)]),
     ],
     (results) => {
-      const row = results[results.length - 1]![0]!;
+      const row = results[2]![0]!;
       // Text on MariaDB; MySQL 8 returns a JSON column, which mysql2 parses.
       const live = (parseJsonColumn(row.leases) ?? []) as Array<{
         partition: unknown;
@@ -147,6 +163,9 @@ export function heartbeat(
           owner: String(l.owner),
           until: Number(l.until),
         })),
+        renewed: renew.filter((_, i) => (results[4 + 2 * i]?.length ?? 0) > 0).map((l) => l.partition),
+        lost: renew.filter((_, i) => (results[4 + 2 * i]?.length ?? 0) === 0).map((l) => l.partition),
+        due: [],
       };
     },
   );

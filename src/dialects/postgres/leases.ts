@@ -1,10 +1,26 @@
-import type { AcquireParams, Heartbeat, LeaseToken, NodeRow, PartitionRow } from '../../core/dialect.js';
+import type {
+  AcquireParams,
+  Heartbeat,
+  HeartbeatOptions,
+  LeaseToken,
+  NodeRow,
+  NotifyOnCommit,
+  PartitionRow,
+} from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
-import { batch, statement, type Batch, type Row, type SqlQuery, type Statement } from '../../core/sql.js';
+import {
+  batch,
+  statement,
+  Status,
+  type Batch,
+  type Row,
+  type SqlQuery,
+  type Statement,
+} from '../../core/sql.js';
 import { readDate } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { addLease, MS, ownsLease } from './shared.js';
-import { tables } from './tables.js';
+import { configTable, tables } from './tables.js';
 
 /**
  * Leases and nodes: who relays which partition, and which nodes relay at all.
@@ -18,7 +34,10 @@ import { tables } from './tables.js';
  * paused mid-settle) would otherwise grant a lease that has already expired, and a second node
  * would take the partition while the first starts delivering it. `countRewind` updates every lease
  * row of an outbox, first in its transaction, so it takes them before any message row, the order
- * a worker's settle takes them in.
+ * a worker's settle takes them in. The two statements that write several lease rows (the
+ * heartbeat's renewals and `countRewind`) lock them in partition order, so they cannot deadlock.
+ * The CTEs added with them start with `_`: a CTE named like the user's message table (`held`)
+ * would hide the table from the statement.
  */
 
 /** The new lease's epoch, or `undefined` when another live owner holds the partition. */
@@ -40,6 +59,28 @@ RETURNING epoch`,
   );
 }
 
+/** {@link acquireLease} of several partitions in one statement, in partition order: those taken. */
+export function acquireLeases(
+  table: QualifiedName,
+  params: Omit<AcquireParams, 'partition'> & { readonly partitions: readonly number[] },
+): Statement<Array<{ partition: number; epoch: number }>> {
+  const { leases } = tables(table);
+  const p = Parameters.numbered();
+  const outbox = p.add(params.outbox);
+  const owner = p.add(params.owner);
+  const ttl = p.add(params.ttl);
+  const partitions = p.add([...params.partitions].sort((a, b) => a - b));
+  return p.statement(
+    `INSERT INTO ${leases} AS l (outbox, partition, owner, epoch, lease_until)
+SELECT ${outbox}, w.partition, ${owner}, 1, clock_timestamp() + ${ttl} ${MS} FROM unnest(${partitions}::int[]) AS w(partition) ORDER BY w.partition
+ON CONFLICT (outbox, partition) DO UPDATE
+  SET owner = EXCLUDED.owner, epoch = l.epoch + 1, lease_until = clock_timestamp() + ${ttl} ${MS}
+  WHERE l.lease_until < now() OR l.owner = EXCLUDED.owner
+RETURNING partition, epoch`,
+    (rows) => rows.map((row) => ({ partition: Number(row.partition), epoch: Number(row.epoch) })),
+  );
+}
+
 /** The renewal, also the first statement of a settle: returns the lease row, none when lost. */
 export function renewQuery(leases: string, lease: LeaseToken, ttl: number): SqlQuery {
   const p = Parameters.numbered();
@@ -55,66 +96,169 @@ export function renewLease(table: QualifiedName, lease: LeaseToken, ttl: number)
   return statement(renewQuery(tables(table).leases, lease, ttl), (rows) => rows.length > 0);
 }
 
-export function releaseLease(table: QualifiedName, lease: LeaseToken): Statement<void> {
+/** With `notify`, the notification goes out when a lease was released (see `notifyIf`). */
+export function releaseLease(
+  table: QualifiedName,
+  lease: LeaseToken,
+  notify?: NotifyOnCommit,
+): Statement<void> {
   const { leases } = tables(table);
   const p = Parameters.numbered();
   const owned = addLease(p, lease);
+  const release = `UPDATE ${leases} SET lease_until = '-infinity' WHERE ${ownsLease(owned)} RETURNING epoch`;
+  if (notify === undefined) return p.statement(release, () => undefined);
   return p.statement(
-    `UPDATE ${leases} SET lease_until = '-infinity' WHERE ${ownsLease(owned)} RETURNING epoch`,
+    `WITH _released AS (${release}) SELECT ${notifyIf(p, notify, 'EXISTS (SELECT 1 FROM _released)')} AS notified`,
     () => undefined,
   );
 }
 
+/** `pg_notify` when `condition` holds: delivered at commit, to every node's listener. */
+function notifyIf(p: Parameters, notify: NotifyOnCommit, condition: string): string {
+  return `CASE WHEN ${condition} THEN pg_notify(${p.add(notify.channel)}, ${p.add(notify.payload)}) END`;
+}
+
 /**
  * Counts live relaying nodes (this one included) and returns the live leases, so the engine can
- * aim for its fair share of partitions. Nodes silent for ten lease periods are forgotten.
+ * aim for its fair share of partitions. Nodes silent for ten lease periods are forgotten. With
+ * `options`, the same statement renews the node's leases of the outbox (`held`: each row locked
+ * in partition order and fenced on its owner and epoch; a row locked by a settle or a takeover is
+ * skipped rather than waited for, so the heartbeat never queues behind a worker's transaction and
+ * never takes a second connection for a partition), tells which are no longer the node's (`lost`,
+ * on the statement's snapshot), reports which of them have a message due (two probes a partition:
+ * the `_ready` index, the `_retry` index up to now), and whether the tallies' upkeep has work: the
+ * tally rows of the outbox (a few after a compaction) and its `<table>_config` row. An idle node
+ * sends this one statement per outbox and tick, whatever its partition count.
  */
 export function heartbeat(
   table: QualifiedName,
   outbox: string,
   nodeId: string,
   ttl: number,
+  _now?: number,
+  options?: HeartbeatOptions,
 ): Batch<Heartbeat> {
-  const { nodes, leases } = tables(table);
+  const { messages, nodes, leases, tallies } = tables(table);
   const p = Parameters.numbered();
   const o = p.add(outbox);
   const node = p.add(nodeId);
   const period = p.add(ttl);
+  const renew = options?.renew ?? [];
+  const held =
+    options === undefined
+      ? ''
+      : `, _held AS (
+  SELECT l.partition FROM ${leases} l JOIN unnest(${p.add(renew.map((l) => l.partition))}::int[], ${p.add(renew.map((l) => l.epoch))}::bigint[]) AS h(partition, epoch)
+    ON l.partition = h.partition AND l.epoch = h.epoch
+  WHERE l.outbox = ${o} AND l.owner = ${node} ORDER BY l.partition FOR UPDATE OF l SKIP LOCKED
+), _renewed AS (
+  UPDATE ${leases} l SET lease_until = clock_timestamp() + ${period} ${MS} FROM _held
+  WHERE l.outbox = ${o} AND l.partition = _held.partition RETURNING l.partition
+)`;
+  const tokens = () =>
+    `unnest(${p.add(renew.map((l) => l.partition))}::int[], ${p.add(renew.map((l) => l.epoch))}::bigint[]) AS t(partition, epoch)`;
+  const due = (partition: string) =>
+    `EXISTS (SELECT 1 FROM ${messages} m WHERE m.outbox = ${o} AND m.partition = ${partition} AND m.status = ${Status.ready})
+    OR EXISTS (SELECT 1 FROM ${messages} m WHERE m.outbox = ${o} AND m.partition = ${partition} AND m.status = ${Status.retry} AND m.next_attempt_at <= now())`;
+  const extra =
+    options === undefined
+      ? ''
+      : `,
+  coalesce((SELECT json_agg(partition) FROM _renewed), '[]'::json)::text AS renewed,
+  coalesce((SELECT json_agg(t.partition) FROM ${tokens()} WHERE NOT EXISTS (SELECT 1 FROM ${leases} l WHERE l.outbox = ${o} AND l.partition = t.partition AND l.owner = ${node} AND l.epoch = t.epoch)), '[]'::json)::text AS lost,
+  ${options.checkDue ? `coalesce((SELECT json_agg(r.partition) FROM _renewed r WHERE ${due('r.partition')}), '[]'::json)::text` : `'[]'`} AS due,
+  (SELECT count(*) > count(DISTINCT partition) FROM ${tallies} WHERE outbox = ${o}) AS compact_due,
+  coalesce((SELECT recounted_at < now() - ${p.add(options.recountEvery)} ${MS} FROM ${configTable(table)} WHERE outbox = ${o}), false) AS recount_due${
+    options.notify === undefined
+      ? ''
+      : `,
+  ${notifyIf(p, options.notify, 'true')} AS notified`
+  }`;
   const beat = p.query(
     `WITH beat AS (
   INSERT INTO ${nodes} (outbox, node_id, last_seen) VALUES (${o}, ${node}, now())
   ON CONFLICT (outbox, node_id) DO UPDATE SET last_seen = now() RETURNING 1
 ), forgotten AS (
   DELETE FROM ${nodes} WHERE outbox = ${o} AND last_seen < now() - 10 * ${period} ${MS} RETURNING 1
-)
+)${held}
 SELECT (SELECT 1 + count(*) FROM ${nodes} WHERE outbox = ${o} AND node_id <> ${node} AND last_seen > now() - ${period} ${MS})::int AS live_nodes,
   (SELECT count(*) FROM beat)::int AS beat,
   (SELECT count(*) FROM forgotten)::int AS forgotten,
-  coalesce((SELECT json_agg(json_build_object('partition', partition, 'owner', owner, 'until', (extract(epoch FROM lease_until) * 1000)::bigint)) FROM ${leases} WHERE outbox = ${o} AND lease_until >= now()), '[]'::json)::text AS leases`,
+  coalesce((SELECT json_agg(json_build_object('partition', partition, 'owner', owner, 'until', (extract(epoch FROM lease_until) * 1000)::bigint)) FROM ${leases} WHERE outbox = ${o} AND lease_until >= now()), '[]'::json)::text AS leases${extra}`,
   );
-  return batch([beat], (results) => {
-    const row = results[results.length - 1]![0]!;
-    const live = JSON.parse(String(row.leases)) as Array<{
-      partition: unknown;
-      owner: unknown;
-      until: unknown;
-    }>;
-    return {
-      liveNodes: Math.max(1, Number(row.live_nodes)),
-      leases: live.map((l) => ({
-        partition: Number(l.partition),
-        owner: String(l.owner),
-        until: Number(l.until),
-      })),
-    };
-  });
+  return batch([beat], (results) => readHeartbeat(results[results.length - 1]![0]!));
 }
 
-export function removeNode(table: QualifiedName, outbox: string, nodeId: string): Statement<void> {
+/** The row of `heartbeat` (`live_nodes`, `leases`; with options `renewed`, `due`, `compact_due`, `recount_due`). */
+function readHeartbeat(row: Row): Heartbeat {
+  const live = JSON.parse(String(row.leases)) as Array<{
+    partition: unknown;
+    owner: unknown;
+    until: unknown;
+  }>;
+  const partitions = (column: unknown): number[] =>
+    column === undefined ? [] : (JSON.parse(String(column)) as unknown[]).map(Number);
+  return {
+    liveNodes: Math.max(1, Number(row.live_nodes)),
+    leases: live.map((l) => ({
+      partition: Number(l.partition),
+      owner: String(l.owner),
+      until: Number(l.until),
+    })),
+    renewed: partitions(row.renewed),
+    lost: partitions(row.lost),
+    due: partitions(row.due),
+    upkeep:
+      row.compact_due === undefined
+        ? undefined
+        : { compact: row.compact_due === true, recount: row.recount_due === true },
+  };
+}
+
+/**
+ * A stopping node, in one statement: hands back its leases of the outbox (locked in partition
+ * order, each fenced on owner and epoch), is forgotten, and with `notify` tells the others.
+ */
+export function leave(
+  table: QualifiedName,
+  outbox: string,
+  nodeId: string,
+  held: readonly LeaseToken[],
+  notify: NotifyOnCommit | undefined,
+): Statement<void> {
+  const { leases, nodes } = tables(table);
+  const p = Parameters.numbered();
+  const o = p.add(outbox);
+  const node = p.add(nodeId);
+  return p.statement(
+    `WITH _held AS (
+  SELECT l.partition FROM ${leases} l JOIN unnest(${p.add(held.map((l) => l.partition))}::int[], ${p.add(held.map((l) => l.epoch))}::bigint[]) AS h(partition, epoch)
+    ON l.partition = h.partition AND l.epoch = h.epoch
+  WHERE l.outbox = ${o} AND l.owner = ${node} ORDER BY l.partition FOR UPDATE OF l
+), _released AS (
+  UPDATE ${leases} l SET lease_until = '-infinity' FROM _held WHERE l.outbox = ${o} AND l.partition = _held.partition RETURNING 1
+), _removed AS (
+  DELETE FROM ${nodes} WHERE outbox = ${o} AND node_id = ${node} RETURNING 1
+) SELECT (SELECT count(*) FROM _released)::int AS released, (SELECT count(*) FROM _removed)::int AS removed${
+      notify === undefined ? '' : `, ${notifyIf(p, notify, 'true')} AS notified`
+    }`,
+    () => undefined,
+  );
+}
+
+/** With `notify`, tells the other nodes when the removal commits: they rebalance at once. */
+export function removeNode(
+  table: QualifiedName,
+  outbox: string,
+  nodeId: string,
+  notify?: NotifyOnCommit,
+): Statement<void> {
   const { nodes } = tables(table);
   const p = Parameters.numbered();
+  const remove = `DELETE FROM ${nodes} WHERE outbox = ${p.add(outbox)} AND node_id = ${p.add(nodeId)}`;
+  if (notify === undefined) return p.statement(remove, () => undefined);
   return p.statement(
-    `DELETE FROM ${nodes} WHERE outbox = ${p.add(outbox)} AND node_id = ${p.add(nodeId)}`,
+    `WITH _removed AS (${remove} RETURNING 1) SELECT (SELECT count(*) FROM _removed)::int AS removed, ${notifyIf(p, notify, 'true')} AS notified`,
     () => undefined,
   );
 }
@@ -125,8 +269,12 @@ export function removeNode(table: QualifiedName, outbox: string, nodeId: string)
  */
 export function countRewind(table: QualifiedName, outbox: string): Statement<void> {
   const p = Parameters.numbered();
+  const { leases } = tables(table);
+  const o = p.add(outbox);
+  // Locked in partition order first, as the heartbeat's renewals lock them: no deadlock between the two.
   return p.statement(
-    `UPDATE ${tables(table).leases} SET rewinds = rewinds + 1 WHERE outbox = ${p.add(outbox)}`,
+    `UPDATE ${leases} l SET rewinds = l.rewinds + 1 FROM (SELECT partition FROM ${leases} WHERE outbox = ${o} ORDER BY partition FOR UPDATE) locked
+WHERE l.outbox = ${o} AND l.partition = locked.partition`,
     () => undefined,
   );
 }

@@ -16,12 +16,14 @@ import {
 import { compactTallies, nextRetryAt, prune, recount } from './housekeeping.js';
 import {
   acquireLease,
+  acquireLeases,
   countRewind,
   heartbeat,
   nodes,
   partitions,
   releaseLease,
   removeNode,
+  leave,
   renewLease,
 } from './leases.js';
 import { postgresInbox } from './inbox.js';
@@ -67,10 +69,12 @@ export const postgresDialect = Object.freeze({
   settle,
   acknowledgeAndPoll,
   acquireLease,
+  acquireLeases,
   renewLease,
   releaseLease,
   heartbeat,
   removeNode,
+  leave,
   counts,
   tallies: Object.freeze({ compact: compactTallies, recount }),
   readConfiguration,

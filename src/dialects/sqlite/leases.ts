@@ -1,4 +1,11 @@
-import type { AcquireParams, Heartbeat, LeaseToken, NodeRow, PartitionRow } from '../../core/dialect.js';
+import type {
+  HeartbeatOptions,
+  AcquireParams,
+  Heartbeat,
+  LeaseToken,
+  NodeRow,
+  PartitionRow,
+} from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
 import { batch, Status, unread, type Batch, type Row, type Statement } from '../../core/sql.js';
 import { readDate } from '../shared/columns.js';
@@ -47,17 +54,24 @@ export function releaseLease(table: QualifiedName, lease: LeaseToken): Statement
   );
 }
 
+/**
+ * With `options`, also renews the node's leases of the outbox in the same transaction, one fenced
+ * UPDATE each (SQLite runs them in-process: a statement costs no round trip). `checkDue` and the
+ * upkeep are not reported (no `notify` on SQLite, no tallies).
+ */
 export function heartbeat(
   table: QualifiedName,
   outbox: string,
   nodeId: string,
   ttl: number,
   now: number,
+  options?: HeartbeatOptions,
 ): Batch<Heartbeat> {
   const { nodes, leases } = tables(table);
   const seen = Parameters.positional();
   const forget = Parameters.positional();
   const look = Parameters.positional();
+  const renew = [...(options?.renew ?? [])].sort((a, b) => a.partition - b.partition);
   return batch(
     [
       seen.query(
@@ -66,6 +80,7 @@ export function heartbeat(
       forget.query(
         `DELETE FROM ${nodes} WHERE outbox = ${forget.add(outbox)} AND last_seen < ${forget.add(now - 10 * ttl)}`,
       ),
+      ...renew.map((lease) => renewLease(table, lease, ttl, now)),
       look.query(
         `SELECT (SELECT count(*) FROM ${nodes} WHERE outbox = ${look.add(outbox)} AND last_seen > ${look.add(now - ttl)}) AS live_nodes,
   coalesce((SELECT json_group_array(json_object('partition', partition, 'owner', owner, 'until', lease_until)) FROM ${leases} WHERE outbox = ${look.add(outbox)} AND lease_until >= ${look.add(now)}), '[]') AS leases`,
@@ -76,6 +91,9 @@ export function heartbeat(
       return {
         liveNodes: Math.max(1, Number(row.live_nodes)),
         leases: JSON.parse(String(row.leases)) as Array<{ partition: number; owner: string; until: number }>,
+        renewed: renew.filter((_, i) => (results[2 + i]?.length ?? 0) > 0).map((l) => l.partition),
+        lost: renew.filter((_, i) => (results[2 + i]?.length ?? 0) === 0).map((l) => l.partition),
+        due: [],
       };
     },
   );
