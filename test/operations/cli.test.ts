@@ -69,9 +69,11 @@ describe.each(fixtures)('outboxer CLI on $name', ({ make }) => {
       stdout:
         'Migrated ' +
         (fixture.kind === 'postgres' ? `${fixture.schema}.` : '') +
-        'outboxer_messages (with its _leases, ' +
-        (fixture.kind === 'postgres' ? '_tallies, ' : '') +
-        '_nodes and _config tables).\n',
+        'outboxer_messages (with its ' +
+        (fixture.kind === 'postgres'
+          ? '_leases, _tallies, _nodes and _config'
+          : '_leases, _nodes, _config and _tallies') +
+        ' tables).\n',
     });
     expect(parse(await run(['migrate', '--json']))).toMatchObject({ migrated: true });
 

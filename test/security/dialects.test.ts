@@ -67,9 +67,20 @@ const CALLS: Record<
   acknowledgeAndPoll: (d, t) =>
     d.acknowledgeAndPoll?.(t, { ...settle, failed: [], unblockedGroups: [] }, poll),
   acquireLease: (d, t) => d.acquireLease(t, { outbox: V, partition: 0, owner: V, ttl: 1000, now: 1 }),
+  acquireLeases: (d, t) =>
+    d.acquireLeases?.(t, { outbox: V, partitions: [0, 1], owner: V, ttl: 1000, now: 1 }),
   renewLease: (d, t) => d.renewLease(t, lease, 1000, 1),
   releaseLease: (d, t) => d.releaseLease(t, lease),
   heartbeat: (d, t) => d.heartbeat(t, V, V, 1000, 1),
+  heartbeatRenewing: (d, t) =>
+    d.heartbeat(t, V, V, 1000, 1, {
+      renew: [lease],
+      checkDue: true,
+      recountEvery: 1000,
+      notify: { channel: V, payload: V },
+    }),
+  leave: (d, t) => d.leave?.(t, V, V, [lease], { channel: V, payload: V }),
+  releaseLeaseNotifying: (d, t) => d.releaseLease(t, lease, { channel: V, payload: V }),
   removeNode: (d, t) => d.removeNode(t, V, V),
   counts: (d, t) => d.counts(t, V, 4, 100),
   'tallies.compact': (d, t) => d.tallies?.compact(t, V),
@@ -89,6 +100,8 @@ const CALLS: Record<
   discard: (d, t) => d.discard(t, V, [1, 2]),
   releaseOrphanedHolds: (d, t) => d.releaseOrphanedHolds(t, V, true),
   blockedGroups: (d, t) => d.blockedGroups(t, V, 10, true),
+  blockedGroupsByPrefix: (d, t) => d.blockedGroups(t, V, 10, true, false, V),
+  blockedCounts: (d, t) => d.blockedCounts(t, V, true, 100),
   findMessages: (d, t) =>
     d.findMessages(t, V, { which: 'dead', afterId: 0, limit: 10, scan: 100, groupKey: V, type: V, error: V }),
   partitions: (d, t) => d.partitions(t, V, 4, 1),
@@ -97,7 +110,7 @@ const CALLS: Record<
 };
 
 /** Methods that take no table: nothing of the caller's reaches their text. */
-const TABLELESS = ['migrationLock', 'serverVersion', 'missingSchemaObject'];
+const TABLELESS = ['migrationLock', 'serverVersion', 'missingSchemaObject', 'isConflict'];
 
 function texts(result: ReturnType<(typeof CALLS)[string]>): string[] {
   if (result === undefined) return [];

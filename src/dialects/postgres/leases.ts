@@ -113,9 +113,13 @@ export function releaseLease(
   );
 }
 
-/** `pg_notify` when `condition` holds: delivered at commit, to every node's listener. */
+/**
+ * `pg_notify` when `condition` holds: delivered at commit, to every node's listener. Counted, so
+ * the column is an integer: `pg_notify` returns `void`, which some drivers cannot read (Prisma
+ * refuses the whole result).
+ */
 function notifyIf(p: Parameters, notify: NotifyOnCommit, condition: string): string {
-  return `CASE WHEN ${condition} THEN pg_notify(${p.add(notify.channel)}, ${p.add(notify.payload)}) END`;
+  return `(SELECT count(CASE WHEN ${condition} THEN pg_notify(${p.add(notify.channel)}, ${p.add(notify.payload)}) END))::int`;
 }
 
 /**
