@@ -62,7 +62,7 @@ describe.each(fixtures)('outboxer CLI on a fresh $name table', ({ make }) => {
     const companions =
       fixture.kind === 'postgres'
         ? ['_leases', '_tallies', '_nodes', '_config']
-        : ['_leases', '_nodes', '_config'];
+        : ['_leases', '_nodes', '_config', '_tallies'];
     const result = await run(['migrate']);
     const listed = `${companions.slice(0, -1).join(', ')} and ${companions.at(-1)!}`;
     expect(result).toEqual({

@@ -44,6 +44,10 @@ const expectedOutput: Array<[RegExp, RegExp]> = [
   [/^examples\/quick-start\.ts$/, /delivered \{ orderId: 42 \}/],
   [/^examples\/inbox\.ts$/, /charges for order 42: 1/],
   [/^examples\/inbox-order\.ts$/, /status of order 1: shipped/],
+  [
+    /^examples\/inbox-store\.ts$/,
+    /already stored, skipped[\s\S]*order 1 shipped steps: placed, paid, packed/,
+  ],
   // Each step once, though the first webhook was sent twice.
   [/^examples\/receivers\/webhook\.ts$/, /3 requests, order 1 steps: placed, paid/],
   [
