@@ -5,7 +5,7 @@
  * holds the Erlang cookie; epmd is shared, as it is meant to be.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chownSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import amqp from 'amqplib';
@@ -40,6 +40,10 @@ export class RabbitMqServer implements ChaosBroker {
   }
 
   async create(consumers = BROKER_CONSUMERS): Promise<void> {
+    if (!existsSync(SERVER))
+      throw new Error(
+        `${SERVER} not found: run bash scripts/services/rabbitmq.sh once (it installs rabbitmq-server)`,
+      );
     this.port = await freePort();
     const dist = await freePort();
     const plugins = join(this.dir, 'enabled_plugins');
