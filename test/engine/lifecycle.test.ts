@@ -82,9 +82,8 @@ describe.each(engineFixtures)('lifecycle on $name', ({ name, make }) => {
     await publishInTransaction(fixture, outboxer, [{ outbox: 'a', payload: 1, groupKey: 'g' }]);
     await outboxer.start();
     await waitUntil(() => entered, 10_000, 'the batch to start');
-    const started = Date.now();
+    // The relay never returns on its own: stop() returns only because it abandons the batch.
     await outboxer.stop();
-    expect(Date.now() - started).toBeLessThan(2000);
     const [message] = await outboxer.listPending('a');
     expect(message).toMatchObject({ attempts: 0 });
   });
@@ -127,9 +126,8 @@ describe.each(engineFixtures)('lifecycle on $name', ({ name, make }) => {
       { outbox: 'a', payload: 'flaky', groupKey: 'g' },
       { outbox: 'a', payload: 'fine', groupKey: 'g' },
     ]);
-    const started = Date.now();
+    // Two backoffs of a minute each are longer than the test's timeout: drain() did not wait for them.
     const result = await outboxer.drain();
-    expect(Date.now() - started).toBeLessThan(5000); // did not wait 2 × 60 s of backoff
     expect(result.delivered.map((m) => m.id)).toEqual(ids);
     expect(result.retried.map((r) => r.error)).toEqual(['Error: flaky', 'Error: flaky']);
     expect(result.pending).toBe(0);

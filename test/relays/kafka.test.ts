@@ -221,10 +221,9 @@ describe.each(Object.keys(clients))('kafka relay (%s) during a network outage', 
     await proxy.cut();
     const stuck = envelope('order:1');
     const abort = new AbortController();
-    const started = Date.now();
     setTimeout(() => abort.abort(new Error('lease expired during delivery')), 1500);
+    // The proxy stays cut: the send returns only because the signal abandons it.
     const outcomes = await deliverBatch(relay, [stuck], makeContext({ signal: abort.signal }));
-    expect(Date.now() - started).toBeLessThan(5000);
     expect(outcomes[0]!.ok).toBe(false);
     const error = (outcomes[0] as { error: unknown }).error;
     expect(error).not.toBeInstanceOf(PermanentError);
@@ -363,14 +362,13 @@ describe.each(Object.keys(saslClients))('kafka relay (%s) with SASL/PLAIN creden
     if (!saslListening) context.skip(NO_SASL);
     const producer = saslClients[client]!('wrong-password');
     try {
-      const started = Date.now();
+      // Refused by the broker, not a timeout (@platformatic/kafka itself retries forever): a
+      // timeout would fail with "could not reach Kafka … no answer within", which the message below is not.
       const error = await kafkaRelay({ producer: producer.adapter, topic, metadataTimeout: 10_000 })
         .start!().then(
         () => undefined,
         (caught: unknown) => caught,
       );
-      // Refused by the broker, not a timeout (@platformatic/kafka itself retries forever).
-      expect(Date.now() - started).toBeLessThan(5000);
       expect(isOutboxerError(error) && error.code).toBe('RELAY_MISCONFIGURED');
       expect((error as Error).message).toMatch(
         /^Kafka relay "kafka": Kafka refused the SASL authentication of its \S+ producer \((SASL_AUTHENTICATION_FAILED: )?the broker rejected the credentials: check the producer's sasl options\)\. The client said: .*authentication failed/i,

@@ -19,7 +19,7 @@ function define(otel: string, unit: string, description: string, suffix = ''): M
   return { otel, prometheus: `${base}${unitSuffix}${suffix}`, unit, description };
 }
 
-/** Gauges, read from the database by `counts()` and `blockedGroups()`; label `outbox`. */
+/** Gauges, read from the database by `counts()`, `blockedGroupCounts()` and `blockedGroups()`; label `outbox`. */
 export const GAUGES = {
   pending: define(
     'outboxer.messages.pending',

@@ -16,12 +16,12 @@ export interface OutboxerMetricsOptions {
   /** Where the instruments are created. Default: the global meter provider (`metrics.getMeterProvider()`). */
   meterProvider?: MeterProvider;
   /**
-   * Milliseconds a reading of the tables is reused. The gauges are read at collection time with
-   * `counts()` and `blockedGroups()`, which scan the outbox: at most once per interval, however
-   * often metrics are collected. Default 15000.
+   * Milliseconds a reading of the tables is reused. The gauges are read when metrics are
+   * collected, with `counts()`, `blockedGroupCounts()` and the heads of `blockedGroups()`: at most
+   * once per interval, however often (and by however many collectors) they are read. Default 15000.
    */
   interval?: number;
-  /** Most blocked groups counted per outbox. Default 1000. */
+  /** Most blocked groups counted per outbox, and heads read for the oldest blocked age. Default 1000. */
   blockedGroupsLimit?: number;
 }
 

@@ -1,10 +1,10 @@
 /**
- * Reads the state of outboxes from the database (`counts()` and `blockedGroups()`) for gauges, at
- * most once per interval whoever asks. Shared by `outboxer/opentelemetry` and
+ * Reads the state of outboxes from the database (`counts()`, `blockedGroupCounts()` and the heads
+ * of `blockedGroups()`) for gauges, at most once per interval whoever asks. Shared by `outboxer/opentelemetry` and
  * `outboxer/prometheus`; it imports neither.
  */
 import { invalidOption } from '../../core/options.js';
-import type { BlockedGroup, Counts } from '../../core/api.js';
+import type { BlockedGroupCounts, BlockedGroupHead, Counts } from '../../core/api.js';
 
 /** The part of an `Outboxer` the metrics read. */
 export interface ObservedOutboxer {
@@ -15,18 +15,19 @@ export interface ObservedOutboxer {
   /** Throws `UNKNOWN_OUTBOX` for a name that is not configured. */
   outbox(name: string): unknown;
   counts(outbox: string): Promise<Counts>;
-  blockedGroups(outbox: string, options?: { limit?: number }): Promise<BlockedGroup[]>;
+  blockedGroupCounts(outbox: string, options: { upTo: number }): Promise<BlockedGroupCounts>;
+  blockedGroups(outbox: string, options: { limit: number; waiting: false }): Promise<BlockedGroupHead[]>;
 }
 
 /** One outbox as the gauges show it. */
 export interface OutboxState {
   readonly outbox: string;
   readonly counts: Counts;
-  /** Groups held back by a retrying head. */
+  /** Groups held back by a retrying head, counted up to `blockedGroupsLimit`. */
   readonly retryingGroups: number;
-  /** Groups held back by a dead head (`onDead: 'park'`). */
+  /** Groups held back by a dead head (`onDead: 'park'`), counted up to `blockedGroupsLimit`. */
   readonly parkedGroups: number;
-  /** Seconds since the oldest blocked head first failed; 0 when no group is blocked. */
+  /** Seconds since the oldest of the first `blockedGroupsLimit` blocked heads first failed; 0 when none is blocked. */
   readonly oldestBlockedAge: number;
   /** Seconds since the oldest pending message was published; 0 when nothing is pending. */
   readonly oldestPendingAge: number;
@@ -35,11 +36,14 @@ export interface OutboxState {
 }
 
 export interface OutboxStateOptions {
-  /** Outboxes to read. Each read runs `counts()` and `blockedGroups()` per outbox. */
+  /** Outboxes to read. Each read runs `counts()`, `blockedGroupCounts()` and `blockedGroups()` per outbox. */
   readonly outboxes: readonly string[];
   /** Milliseconds a reading is reused before the tables are read again. Default 15000. */
   readonly interval?: number;
-  /** Most blocked groups counted per outbox (`blockedGroups`' limit). Default 1000. */
+  /**
+   * Most blocked groups counted per outbox (`blockedGroupCounts`' `upTo`; on SQLite the count is
+   * exact whatever it is), and the heads read for the oldest blocked age. Default 1000.
+   */
   readonly blockedGroupsLimit?: number;
 }
 
@@ -107,7 +111,13 @@ export class OutboxStateReader {
 
   private async readOne(outbox: string): Promise<OutboxState> {
     const counts = await this.outboxer.counts(outbox);
-    const blocked = await this.outboxer.blockedGroups(outbox, { limit: this.limit });
+    // Counted from the blocking index, and the heads without what waits behind them: what the
+    // dashboard reads, the same at any depth of backlog.
+    const { retrying, parked } = await this.outboxer.blockedGroupCounts(outbox, { upTo: this.limit });
+    const blocked =
+      retrying + parked === 0
+        ? []
+        : await this.outboxer.blockedGroups(outbox, { limit: this.limit, waiting: false });
     const now = this.clock();
     const ageOf = (date: Date | null): number =>
       date === null ? 0 : Math.max(0, (now - date.getTime()) / 1000);
@@ -118,8 +128,8 @@ export class OutboxStateReader {
     return {
       outbox,
       counts,
-      retryingGroups: blocked.filter((group) => !group.parked).length,
-      parkedGroups: blocked.filter((group) => group.parked).length,
+      retryingGroups: Math.min(retrying, this.limit),
+      parkedGroups: Math.min(parked, this.limit),
       oldestBlockedAge: since.length === 0 ? 0 : ageOf(new Date(Math.min(...since))),
       oldestPendingAge: ageOf(counts.oldestPendingAt),
       relaySeenAge: counts.relaySeenAt === null ? undefined : ageOf(counts.relaySeenAt),

@@ -14,12 +14,12 @@ export interface PrometheusMetricsOptions {
   /** The outboxes to report, by name. */
   outboxes: readonly string[];
   /**
-   * Milliseconds a reading of the tables is reused. The gauges are read when the registry is
-   * scraped, with `counts()` and `blockedGroups()`, which scan the outbox: at most once per
-   * interval, however often (and from however many scrapers) metrics are read. Default 15000.
+   * Milliseconds a reading of the tables is reused. The gauges are read when metrics are
+   * collected, with `counts()`, `blockedGroupCounts()` and the heads of `blockedGroups()`: at most
+   * once per interval, however often (and by however many collectors) they are read. Default 15000.
    */
   interval?: number;
-  /** Most blocked groups counted per outbox. Default 1000. */
+  /** Most blocked groups counted per outbox, and heads read for the oldest blocked age. Default 1000. */
   blockedGroupsLimit?: number;
 }
 
