@@ -1,6 +1,7 @@
 /**
  * Configuration agreement on a fresh table, and orphans judged by the recorded configuration, on
- * both dialects (cluster.test.ts has the rest of configuration agreement, on Postgres).
+ * both dialects (configuration-agreement.test.ts has the rest of configuration agreement, on
+ * Postgres).
  */
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay, type OutboxOptions } from 'outboxer';

@@ -2,7 +2,7 @@
  * Fencing of the settle's retry and dead-letter writes, statement by statement: a worker whose
  * partition moved on (a stale epoch, or another owner) runs its settle while the rows still exist,
  * as when the new owner failed them once and they wait for their retry. Nothing may change. The
- * end-to-end paused-worker test in cluster.test.ts cannot show this: there the new owner has
+ * end-to-end paused-worker test in partitions.test.ts cannot show this: there the new owner has
  * already deleted the rows.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from 'vitest';
