@@ -1,30 +1,26 @@
 /**
  * The libraries users pick instead, doing the same publish and deliver work in the same run:
- * pg-boss (a job queue that takes the caller's transaction) and pg-transactional-outbox (an
- * outbox with a polling listener). Publish rows alternate the three libraries trial by trial.
+ * pg-boss (a job queue that takes the caller's transaction, bench/pg-boss-peer.ts) and
+ * pg-transactional-outbox (an outbox with a polling listener). This file sets the peers up
+ * (outboxer and pg-transactional-outbox here), runs the publish rows (bench/peers-publish.ts), which
+ * alternate the three libraries trial by trial, then the delivery rows (bench/peers-deliver.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import { Outboxer } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
-import { addPeerRow, judge, type BenchContext } from './context.js';
-import { deliverFigure, type Peer, type Publisher } from './peer.js';
-import { pgBossOrderedDelivery, pgBossPeer } from './pg-boss-peer.js';
-import { transactionsPerSecond } from './database.js';
+import type { BenchContext } from './context.js';
+import { deliverFigure, GROUPS, randomKey, type Peer } from './peer.js';
+import { deliverRows } from './peers-deliver.js';
+import { publishReferences, publishRows } from './peers-publish.js';
+import { pgBossPeer } from './pg-boss-peer.js';
 import { dropTables, type PostgresBench } from './postgres.js';
-import { percent, type Figure, type PeerRow } from './report.js';
-import { relayOurs } from './relay.js';
-import { groupKey, median, payload, rows, sleep, sqlPayload } from './support.js';
+import { payload, sleep, sqlPayload } from './support.js';
 
 const OURS = 'bench_peer_pub';
 const PTXO_SCHEMA = 'bench_ptxo';
-const FLOOR = 'bench_floor';
-const PLAIN = 'bench_peer_plain';
-const GROUPS = 10_000;
 /** The version this row was written against; install it as a devDependency to run the row. */
 export const PTXO_PACKAGE = 'pg-transactional-outbox@0.5.7';
-
-const randomKey = (): string => groupKey(Math.floor(Math.random() * GROUPS), GROUPS);
 
 // ---------------------------------------------------------------------------------------------
 // outboxer
@@ -191,36 +187,6 @@ async function ptxoPeer(ctx: BenchContext<PostgresBench>): Promise<Peer> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Two references beside the single-message rows. The plain INSERT of outboxer's row, by hand, into
-// an identical table: what a library writing that row reaches. The floor: what a transaction that
-// writes anything at all costs here (three round trips and the commit's flush); no library can
-// publish one message per transaction faster, so a target above it is beyond reach on this machine.
-
-async function plainPublisher(ctx: BenchContext<PostgresBench>): Promise<Publisher> {
-  await dropTables(ctx.db.pool, PLAIN);
-  await new Outboxer({
-    database: nodePostgres(ctx.db.pool),
-    relay: false,
-    outboxes: { bench: { table: PLAIN } },
-  }).migrate();
-  const [insert] = ctx.db.plain.insert(PLAIN, []);
-  return {
-    one: (client, n) =>
-      client.query(insert!.text, ['bench', 0, randomKey(), null, JSON.stringify(payload(n)), null]),
-    reset: async () => void (await ctx.db.pool.query(`TRUNCATE "${PLAIN}"`)),
-  };
-}
-
-async function floorPublisher(ctx: BenchContext<PostgresBench>): Promise<Publisher> {
-  await ctx.db.pool.query(`DROP TABLE IF EXISTS ${FLOOR}`);
-  await ctx.db.pool.query(`CREATE TABLE ${FLOOR} (n integer)`);
-  return {
-    one: (client, n) => client.query(`INSERT INTO ${FLOOR} (n) VALUES ($1)`, [n]),
-    reset: async () => void (await ctx.db.pool.query(`TRUNCATE ${FLOOR}`)),
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
 
 async function safely(ctx: BenchContext, name: string, make: () => Promise<Peer>): Promise<Peer> {
   try {
@@ -235,72 +201,8 @@ async function safely(ctx: BenchContext, name: string, make: () => Promise<Peer>
   }
 }
 
-function judgePeers(
-  ctx: BenchContext<PostgresBench>,
-  ours: number | undefined,
-  peers: PeerRow['peers'],
-  references: { plain?: number; floor?: number } = {},
-  /** Ours against a peer as the median of per-trial ratios, where trials alternate. */
-  pairedRatio?: (name: string) => number | undefined,
-): PeerRow['target'] {
-  const measured = peers.filter((p) => p.figure !== undefined);
-  if (ours === undefined || measured.length === 0)
-    return { text: '≥ 2× each peer', measured: '–', met: undefined };
-  const ratios = measured.map((p) => ({
-    name: p.name,
-    ratio: pairedRatio?.(p.name) ?? ours / p.figure!.value,
-    twice: 2 * p.figure!.value,
-  }));
-  const worst = ratios.reduce((a, b) => (a.ratio <= b.ratio ? a : b));
-  const missing = peers.length - measured.length;
-  // A missed 2× above a reference: past the floor no library could reach it on this machine, past
-  // the plain INSERT none that writes outboxer's row.
-  const beyond = (r: (typeof ratios)[number]): string => {
-    if (r.ratio >= 2) return '';
-    const twice = `2× is ${Math.round(r.twice).toLocaleString('en-US')}`;
-    const { plain, floor } = references;
-    if (floor !== undefined && r.twice > floor) return ` (${twice}, above the floor)`;
-    if (plain !== undefined && r.twice > plain) return ` (${twice}, above the plain INSERT)`;
-    return '';
-  };
-  return {
-    text: '≥ 2× each peer',
-    measured: `${ratios.map((r) => `${r.ratio.toFixed(2)}× ${r.name}${beyond(r)}`).join(', ')}`,
-    met: missing > 0 ? undefined : judge(ctx, worst.ratio >= 2),
-  };
-}
-
-/** The single-message rows' target: the plain INSERT of outboxer's row, and no peer ahead. */
-const SINGLE_TARGET = "≥ 95% of the plain INSERT of outboxer's row and ≥ 1× the best peer";
-
-/**
- * One message per transaction is bound by the commit: a peer near the floor leaves no room for 2×
- * it, so outboxer is judged against the plain INSERT of its own row (what any code writing that row
- * reaches) and against the fastest peer, each as the median of per-trial ratios.
- */
-function judgeSingle(
-  ctx: BenchContext<PostgresBench>,
-  peers: PeerRow['peers'],
-  pairedRatio: (name: string) => number | undefined,
-): PeerRow['target'] {
-  const plain = pairedRatio('plain');
-  const measured = peers.filter((p) => p.figure !== undefined);
-  if (plain === undefined || measured.length === 0)
-    return { text: SINGLE_TARGET, measured: '–', met: undefined };
-  const best = measured.reduce((a, b) => (a.figure!.value >= b.figure!.value ? a : b));
-  const againstBest = pairedRatio(best.name)!;
-  const floor = pairedRatio('floor');
-  const ofFloor = floor === undefined ? '' : ` (the floor: ${percent(floor)})`;
-  return {
-    text: SINGLE_TARGET,
-    measured: `${percent(plain)} of the plain INSERT${ofFloor}, ${againstBest.toFixed(2)}× ${best.name}`,
-    met: measured.length < peers.length ? undefined : judge(ctx, plain >= 0.95 && againstBest >= 1),
-  };
-}
-
 export async function peerRows(ctx: BenchContext<PostgresBench>): Promise<void> {
   const { settings } = ctx;
-  const { pool } = ctx.db;
   // Single-message rows are bound by the commit's flush, whose pace wanders on a shared machine:
   // many short alternating trials, compared trial by trial.
   const trials = settings.quick ? 1 : 7;
@@ -310,146 +212,10 @@ export async function peerRows(ctx: BenchContext<PostgresBench>): Promise<void> 
     await safely(ctx, 'pg-transactional-outbox', () => ptxoPeer(ctx)),
   ];
   // The references take their turn in the single-message trials; they are not peers.
-  const references: Peer[] = [
-    { name: 'plain', publisher: await plainPublisher(ctx), close: () => dropTables(pool, PLAIN) },
-    {
-      name: 'floor',
-      publisher: await floorPublisher(ctx),
-      close: async () => void (await pool.query(`DROP TABLE IF EXISTS ${FLOOR}`)),
-    },
-  ];
+  const references = await publishReferences(ctx);
   try {
-    const publishCases = [
-      {
-        what: 'Publish, 1 message per transaction, 1 writer',
-        writers: 1,
-        count: rows(settings, 700, 30),
-        hundred: false,
-        unit: 'txn/s',
-      },
-      {
-        what: 'Publish, 1 message per transaction, 10 writers',
-        writers: 10,
-        count: rows(settings, 4000, 100),
-        hundred: false,
-        unit: 'txn/s',
-      },
-      {
-        what: 'Publish, 100 messages per transaction',
-        writers: 1,
-        count: rows(settings, 200, 5),
-        hundred: true,
-        unit: 'msg/s',
-      },
-    ];
-    for (const c of publishCases) {
-      const samples = new Map<string, number[]>();
-      const failed = new Map<string, string>();
-      for (let trial = 0; trial < trials; trial += 1) {
-        // Rotate who goes first; the references take their turn where a transaction carries one message.
-        const arms = [...all, ...references];
-        const order = arms.map((_, i) => arms[(i + trial) % arms.length]!);
-        for (const peer of order) {
-          const { publisher } = peer;
-          const body = c.hundred ? publisher?.hundred : publisher?.one;
-          if (publisher === undefined || body === undefined || failed.has(peer.name)) continue;
-          try {
-            await publisher.reset();
-            await pool.query('CHECKPOINT');
-            const rate = await transactionsPerSecond(ctx.db, c.writers, c.count, ({ tx }, n) => body(tx, n));
-            samples.set(peer.name, [...(samples.get(peer.name) ?? []), c.hundred ? rate * 100 : rate]);
-          } catch (error) {
-            failed.set(peer.name, `failed: ${String(error).slice(0, 160)}`);
-          }
-        }
-      }
-      const figure = (name: string): Figure | undefined => {
-        const s = samples.get(name);
-        return s === undefined ? undefined : { value: median(s), unit: c.unit };
-      };
-      const peers = all
-        .filter((p) => p.name !== 'outboxer')
-        .map((p) => ({ name: p.name, figure: figure(p.name), note: p.unavailable ?? failed.get(p.name) }));
-      const ours = figure('outboxer');
-      const floor = figure('floor');
-      const plain = figure('plain');
-      const pairedRatio = (name: string): number | undefined => {
-        const mine = samples.get('outboxer') ?? [];
-        const theirs = samples.get(name) ?? [];
-        const both = Math.min(mine.length, theirs.length);
-        return both === 0 ? undefined : median(mine.slice(0, both).map((value, i) => value / theirs[i]!));
-      };
-      addPeerRow(ctx, {
-        what: c.what,
-        ours,
-        peers,
-        floor,
-        plain,
-        target: c.hundred
-          ? judgePeers(ctx, ours?.value, peers, {}, pairedRatio)
-          : judgeSingle(ctx, peers, pairedRatio),
-      });
-      ctx.log(
-        `  ${c.what}: outboxer ${ours?.value.toFixed(0)}; ${peers.map((p) => `${p.name} ${p.figure?.value.toFixed(0) ?? p.note}`).join('; ')}`,
-      );
-    }
-
-    // Deliver: the same backlog, one consumer, batches of 100, a handler that only counts.
-    const count = rows(settings, 100_000, 3_000);
-    const capMs = settings.quick ? 5_000 : 30_000;
-    const ours =
-      ctx.figures.get('relay.p1b100') ??
-      (await relayOurs(ctx, { partitions: 1, batchSize: 100, keep: false }, count)).rate;
-    const peers: Array<{ name: string; figure?: Figure; note?: string }> = [];
-    for (const peer of all) {
-      if (peer.name === 'outboxer') continue;
-      if (peer.relay === undefined) {
-        peers.push({ name: peer.name, note: peer.unavailable });
-        continue;
-      }
-      try {
-        const result = await peer.relay(count, capMs);
-        peers.push({ name: peer.name, figure: result.figure, note: result.note });
-      } catch (error) {
-        peers.push({ name: peer.name, note: `failed: ${String(error).slice(0, 160)}` });
-      }
-    }
-    const oursFigure: Figure = { value: ours, unit: 'msg/s' };
-    addPeerRow(ctx, {
-      what: `Deliver a backlog of ${count.toLocaleString('en-US')} (one consumer, batches of 100)`,
-      ours: oursFigure,
-      peers,
-      target: judgePeers(ctx, ours, peers),
-    });
-    ctx.log(
-      `  Deliver: outboxer ${ours.toFixed(0)}; ${peers.map((p) => `${p.name} ${p.figure?.value.toFixed(0) ?? p.note}`).join('; ')}`,
-    );
-
-    // Deliver in order per key with several workers: outboxer's relay (ordering 'group', 4
-    // partitions) against pg-boss 12's key_strict_fifo queue with 4 consumers.
-    const oursOrdered =
-      ctx.figures.get('relay.p4b100') ??
-      (await relayOurs(ctx, { partitions: 4, batchSize: 100, keep: false }, count)).rate;
-    const ordered: Array<{ name: string; figure?: Figure; note?: string }> = [];
-    try {
-      const result = await pgBossOrderedDelivery(ctx, { count, groups: GROUPS, consumers: 4, capMs });
-      ordered.push({
-        name: 'pg-boss',
-        figure: result.figure,
-        note: ['`key_strict_fifo` queue', result.note].filter(Boolean).join('; '),
-      });
-    } catch (error) {
-      ordered.push({ name: 'pg-boss', note: `failed: ${String(error).slice(0, 160)}` });
-    }
-    addPeerRow(ctx, {
-      what: `Deliver a backlog of ${count.toLocaleString('en-US')} in order per key (${GROUPS.toLocaleString('en-US')} keys, 4 workers, batches of 100)`,
-      ours: { value: oursOrdered, unit: 'msg/s' },
-      peers: ordered,
-      target: judgePeers(ctx, oursOrdered, ordered),
-    });
-    ctx.log(
-      `  Deliver in order per key: outboxer ${oursOrdered.toFixed(0)}; ${ordered.map((p) => `${p.name} ${p.figure?.value.toFixed(0) ?? ''} ${p.note ?? ''}`).join('; ')}`,
-    );
+    await publishRows(ctx, all, references, trials);
+    await deliverRows(ctx, all);
   } finally {
     for (const peer of [...all, ...references])
       await peer.close().catch((error: unknown) => ctx.log(`  closing ${peer.name}: ${String(error)}`));
