@@ -21,6 +21,8 @@ const OUTBOXES = 4;
 /** What a statement is, from its text: the kinds an idle node sends. */
 function kindOf(text: string): string {
   if (text.includes('_nodes')) return 'heartbeat';
+  // Before the next retry: an empty poll reads the next retry too.
+  if (text.includes('AS polled')) return 'poll';
   if (text.includes('min(next_attempt_at)')) return 'next retry';
   if (text.includes('_leases') && text.startsWith('UPDATE')) return 'lease renewal';
   if (text.includes('gathered AS')) return 'tally compaction';
@@ -120,7 +122,7 @@ export async function idleRows(ctx: BenchContext<PostgresBench>): Promise<void> 
         note: `Counted in the client over ${elapsed.toFixed(0)} s, leaseTimeout 30 s: ${breakdown || 'none'}.${
           c.notify
             ? ' Workers sleep until a NOTIFY, a retry falling due, or the heartbeat finding a message due; one heartbeat per outbox every leaseTimeout / 3 renews the node’s leases of it.'
-            : ' Each idle partition polls every pollInterval (a poll, then its next retry time): the poll interval bounds the latency without notify.'
+            : ' Each idle partition polls every pollInterval, one statement that also reads its next retry time when it finds nothing: the poll interval bounds the latency without notify.'
         }`,
       });
     } finally {

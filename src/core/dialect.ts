@@ -225,6 +225,12 @@ export interface PollResult {
   readonly start: PollStart | undefined;
   /** With {@link PollParams.checkPublishers}: no publishing transaction was in flight. */
   readonly publishersQuiet: boolean;
+  /**
+   * When the poll found nothing, on a dialect that reads it with the poll: what `nextRetryAt` would
+   * return, on the poll's snapshot, so an idle worker sends one statement per sleep instead of two.
+   * `undefined` otherwise: the worker asks `nextRetryAt`.
+   */
+  readonly nextRetry?: NextRetry | undefined;
 }
 /** An acknowledgement with the next poll: `undefined` when the lease was lost (nothing written). */
 export type AcknowledgedPoll = PollResult | undefined;

@@ -102,6 +102,40 @@ describe('an idle node with notify', () => {
     }
   });
 
+  test('a worker asleep until a notification wakes for a retry falling due, read with its empty poll', async () => {
+    const table = newTable();
+    const { adapter } = counting(fixture.database);
+    const nextRetryReads: string[] = [];
+    const watching: DatabaseAdapter = {
+      ...adapter,
+      execute: (query) => {
+        if (/AS next_attempt_at, now\(\) AS now/.test(query.text)) nextRetryReads.push(query.text);
+        return adapter.execute(query);
+      },
+    };
+    const attempts: number[] = [];
+    const node = relaying(table, watching, {
+      partitions: 1,
+      backoff: { min: 500, max: 500 },
+      relay: functionRelay(async (m: Envelope) => {
+        attempts.push(m.attempts);
+        if (m.attempts === 0) throw new Error('not yet');
+      }),
+    });
+    try {
+      await node.migrate();
+      await node.start();
+      await publishInTransaction(fixture, node, [{ outbox: 'events', payload: 1, groupKey: 'g' }]);
+      // No heartbeat for 20 s, no poll for a minute, no notification for the retry: only the
+      // worker's own timer, set from the retry time its empty poll read, delivers it again.
+      await waitUntil(() => attempts.length === 2, 15_000, 'the retry');
+      expect(attempts).toEqual([0, 1]);
+      expect(nextRetryReads, 'Postgres reads the next retry with the empty poll').toEqual([]);
+    } finally {
+      await node.stop();
+    }
+  });
+
   test('a message whose notification was never sent is found by the heartbeat', async () => {
     const table = newTable();
     const received: number[] = [];

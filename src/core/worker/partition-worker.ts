@@ -145,7 +145,7 @@ export class PartitionWorker {
           continue;
         }
         this.publishersBackoff = 1;
-        await this.sleep(await idleDelay(this.deps, this.partition));
+        await this.sleep(await idleDelay(this.deps, this.partition, round.nextRetry));
       } catch (error) {
         // Database down or a statement failed: log, back off, try again. What was not acknowledged
         // (a deferred settlement included) is delivered again, so the next poll starts from the

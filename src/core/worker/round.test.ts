@@ -16,7 +16,12 @@ import { makeEnvelope } from '../../../test/support/envelopes.js';
  */
 function fakeDatabase(
   ids: number[],
-  options: { failing?: number[]; nextRetry?: { at: number | null; now: number } } = {},
+  options: {
+    failing?: number[];
+    nextRetry?: { at: number | null; now: number };
+    /** An empty poll also reads this next retry, as the Postgres poll does. */
+    pollNextRetry?: { at: number | null; now: number };
+  } = {},
 ) {
   const pending = new Set(ids);
   const log: string[] = [];
@@ -34,7 +39,8 @@ function fakeDatabase(
       .filter((id) => id > params.afterId && !exclude.has(id))
       .sort((a, b) => a - b)
       .slice(0, params.limit);
-    return { messages: found.map(message), start: undefined, publishersQuiet: false };
+    const nextRetry = found.length === 0 ? options.pollNextRetry : undefined;
+    return { messages: found.map(message), start: undefined, publishersQuiet: false, nextRetry };
   };
   const write = (params: SettleParams): void => {
     for (const id of params.delivered) pending.delete(id);
@@ -224,5 +230,37 @@ describe('idleDelay', () => {
     );
     expect(dueIn).toBeGreaterThan(0);
     expect(dueIn).toBeLessThanOrEqual(60);
+  });
+
+  test('an empty poll that read the next retry: the idle round carries it, and no second statement asks', async () => {
+    const db = fakeDatabase([], { pollNextRetry: { at: 1_000_050, now: 1_000_000 } });
+    const round = await runRound(db.deps, db.options());
+    expect(round).toMatchObject({ idle: true, nextRetry: { at: 1_000_050, now: 1_000_000 } });
+    expect(await idleDelay(db.deps, 0, round.nextRetry)).toBe(50);
+    expect(db.log).toEqual(['poll after 0']);
+  });
+
+  test('an idle round that wrote a deferred acknowledgement after its poll does not trust the poll’s next retry', async () => {
+    const db = fakeDatabase([], { pollNextRetry: { at: null, now: 1_000_000 } });
+    const pipeline = new Pipeline();
+    const polled: PollResult = {
+      messages: [],
+      start: undefined,
+      publishersQuiet: false,
+      nextRetry: { at: null, now: 1_000_000 },
+    };
+    const failed = [
+      { id: 7, envelope: makeEnvelope({ id: 7, outbox: 'orders' }), error: 'no', dead: false, delay: 50 },
+    ];
+    pipeline.offer(polled, {
+      delivered: [],
+      failed,
+      skipped: [],
+      unblockedGroups: [],
+      newlyBlocked: [],
+    } as never);
+    const round = await runRound(db.deps, db.options(pipeline));
+    expect(round.idle).toBe(true);
+    expect(round.nextRetry).toBeUndefined();
   });
 });

@@ -1,4 +1,11 @@
-import type { LeaseToken, PollParams, PollResult, PolledEnvelope, PolledMessage } from '../dialect.js';
+import type {
+  LeaseToken,
+  NextRetry,
+  PollParams,
+  PollResult,
+  PolledEnvelope,
+  PolledMessage,
+} from '../dialect.js';
 import { run } from '../database.js';
 import { notifyPayload } from '../notifications.js';
 import { isAcknowledgeOnly, type Settlement } from '../settlement.js';
@@ -26,6 +33,8 @@ export interface RoundResult {
    * flight cannot tell: it leaves out those whose transaction id is above every completed one.)
    */
   readonly publishersQuiet: boolean;
+  /** An idle round's poll that also read the partition's next retry (see `PollResult.nextRetry`). */
+  readonly nextRetry?: NextRetry | undefined;
 }
 
 export interface RoundOptions {
@@ -109,7 +118,10 @@ async function roundOf(
   if (blocked.length > 0) await hold(deps, options, blocked);
   if (chosen.length === 0 || options.signal.aborted) {
     const written = deferred === undefined || (await settle(deps, options, deferred));
-    return { idle: chosen.length === 0, full, leaseLost: !written, settlement: undefined };
+    const idle = chosen.length === 0;
+    // A deferred settlement written after the poll may have scheduled retries the poll could not see.
+    const nextRetry = idle && deferred === undefined ? poll.nextRetry : undefined;
+    return { idle, full, leaseLost: !written, settlement: undefined, nextRetry };
   }
 
   // The database's share of the round (writing the previous batch's acknowledgement, polling the
@@ -180,20 +192,30 @@ export async function writeDeferred(
 /**
  * Until the next poll: the poll interval, or less when a retry falls due sooner, and never more
  * than a third of the lease; `undefined` (until woken) while `notify` listens and no retry waits.
+ * `known` is the next retry the idle round's poll read with it, where the dialect does; otherwise
+ * it is read here.
  */
-export async function idleDelay(deps: WorkerDeps, partition: number): Promise<number | undefined> {
-  const { adapter, outbox, leaseTimeout } = deps;
+export async function idleDelay(
+  deps: WorkerDeps,
+  partition: number,
+  known?: NextRetry,
+): Promise<number | undefined> {
+  const { outbox, leaseTimeout } = deps;
   // Sleeping until a notification: only a retry falling due bounds the sleep (the coordinator's
   // heartbeat renews the lease, and wakes the worker if it finds a message a notification missed).
   const untilNotified = outbox.notify && deps.listening?.() === true;
   const longest = untilNotified
     ? undefined
     : Math.min(outbox.pollInterval, Math.max(10, Math.floor(leaseTimeout / 3)));
-  const statement = adapter.dialect.nextRetryAt(outbox.table, outbox.name, partition);
-  const next = statement.read(await adapter.execute(statement));
+  const next = known ?? (await readNextRetry(deps, partition));
   if (next.at === null) return longest;
   const now = Number.isNaN(next.now) ? Date.now() : next.now;
   return Math.max(0, Math.min(longest ?? MAX_TIMER, next.at - now));
+}
+
+async function readNextRetry({ adapter, outbox }: WorkerDeps, partition: number): Promise<NextRetry> {
+  const statement = adapter.dialect.nextRetryAt(outbox.table, outbox.name, partition);
+  return statement.read(await adapter.execute(statement));
 }
 
 /** The longest delay a Node.js timer takes (about 24.8 days); longer ones fire at once. */

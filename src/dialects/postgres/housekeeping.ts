@@ -127,14 +127,23 @@ export function nextRetryAt(table: QualifiedName, outbox: string, partition: num
   const p = Parameters.numbered();
   return p.statement(
     `SELECT min(next_attempt_at) AS next_attempt_at, now() AS now FROM ${messages} WHERE outbox = ${p.add(outbox)} AND partition = ${p.add(partition)} AND status = ${Status.retry}`,
-    (rows) => {
-      const row = rows[0];
-      const next = row?.next_attempt_at;
-      return {
-        at: next === null || next === undefined ? null : next instanceof Date ? next.getTime() : Number(next),
-        now: row?.now instanceof Date ? row.now.getTime() : Date.now(),
-      };
-    },
+    (rows) => nextRetryOf(rows[0]?.next_attempt_at, rows[0]?.now),
     true,
   );
+}
+
+/**
+ * A next retry as the database returned it (a timestamp, or Unix milliseconds as a number or its
+ * text, depending on the statement and the driver); the local clock when the database's is missing.
+ */
+export function nextRetryOf(at: unknown, now: unknown): NextRetry {
+  return { at: at === null || at === undefined ? null : millisecondsOf(at), now: millisecondsOf(now) };
+}
+
+function millisecondsOf(value: unknown): number {
+  if (value instanceof Date) return value.getTime();
+  const number = Number(value);
+  if (Number.isFinite(number)) return number;
+  const parsed = typeof value === 'string' ? Date.parse(value) : NaN;
+  return Number.isNaN(parsed) ? Date.now() : parsed;
 }

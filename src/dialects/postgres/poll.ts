@@ -4,6 +4,7 @@ import { Status, type Row, type Statement } from '../../core/sql.js';
 import { polledMessages } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { blockingStatus } from '../shared/statuses.js';
+import { nextRetryOf } from './housekeeping.js';
 import { notifyLock } from './publish.js';
 import { COLUMNS, opaque } from './shared.js';
 import { tables } from './tables.js';
@@ -127,12 +128,30 @@ export const startColumns = `CASE WHEN row_number() OVER () = 1 THEN start.after
   CASE WHEN row_number() OVER () = 1 THEN start.in_flight END AS in_flight,
   CASE WHEN row_number() OVER () = 1 THEN start.rewinds END AS rewinds`;
 
+/**
+ * On the row of nulls of a poll that found nothing: the partition's earliest retry and the
+ * database's clock, which an idle worker needs to know how long to sleep. `polled` is the alias of
+ * the poll's rows. The subquery is an InitPlan, run only when the poll came back empty: a draining
+ * poll does not pay for it.
+ */
+function nextRetryColumns(messages: string, polled: string, outbox: string, partition: string): string {
+  const empty = `${polled}.id IS NULL`;
+  return `CASE WHEN ${empty} THEN (SELECT date_part('epoch', min(next_attempt_at)) * 1000 FROM ${messages} WHERE outbox = ${outbox} AND partition = ${partition} AND status = ${Status.retry}) END AS next_retry_at,
+  CASE WHEN ${empty} THEN date_part('epoch', now()) * 1000 END AS database_now`;
+}
+
 /** The rows of a poll (one of nulls but the start columns when it found nothing) as its result. */
 export function readPoll(rows: readonly Row[], outbox: string): PollResult {
+  const messages = polledMessages(rows, outbox);
+  const first = rows[0];
   return {
-    messages: polledMessages(rows, outbox),
-    start: readStart(rows[0]),
-    publishersQuiet: rows[0]?.publishers_quiet === true,
+    messages,
+    start: readStart(first),
+    publishersQuiet: first?.publishers_quiet === true,
+    nextRetry:
+      messages.length === 0 && first?.database_now !== undefined && first.database_now !== null
+        ? nextRetryOf(first.next_retry_at, first.database_now)
+        : undefined,
   };
 }
 
@@ -174,10 +193,11 @@ export function poll(table: QualifiedName, params: PollParams): Statement<PollRe
     publishers === undefined
       ? ''
       : `CASE WHEN row_number() OVER () = 1 THEN start.publishers_quiet END AS publishers_quiet, `;
-  // One row per message, or one row of nulls but the start columns when nothing was found.
+  // One row per message, or one row of nulls but the start columns (and the next retry) when
+  // nothing was found.
   return p.statement(
     `WITH ${start}
-SELECT ${quiet}${startColumns}, polled.* FROM start LEFT JOIN (${polled}) AS polled ON true`,
+SELECT ${quiet}${startColumns}, ${nextRetryColumns(messages, 'polled', outbox, partition)}, polled.* FROM start LEFT JOIN (${polled}) AS polled ON true`,
     (rows) => readPoll(rows, lease.outbox),
     true,
   );
