@@ -25,15 +25,21 @@ async function startWithBacklog(node: Outboxer, count: number, groupKey: (i: num
   );
 }
 
-/** The most pooled connections of this file seen waiting on a lock at once, over `ms`. */
-async function mostWaitingOnLock(ms: number): Promise<number> {
-  let most = 0;
+/**
+ * The most pooled connections of this file seen waiting on a lock at once, over `ms`: the
+ * coordinator's heartbeat (it writes `<table>_nodes`, and reads the tallies to tell whether their
+ * upkeep is due) apart from the rest.
+ */
+async function mostWaitingOnLock(ms: number): Promise<{ heartbeat: number; others: number }> {
+  const most = { heartbeat: 0, others: 0 };
   const until = Date.now() + ms;
   while (Date.now() < until) {
-    const waiting = await fixture.query(
-      `SELECT 1 FROM pg_stat_activity WHERE application_name = '${fixture.schema}' AND wait_event_type = 'Lock'`,
-    );
-    most = Math.max(most, waiting.length);
+    const waiting = (await fixture.query(
+      `SELECT query FROM pg_stat_activity WHERE application_name = '${fixture.schema}' AND wait_event_type = 'Lock'`,
+    )) as Array<{ query: string }>;
+    const heartbeat = waiting.filter((w) => w.query.includes('_nodes"')).length;
+    most.heartbeat = Math.max(most.heartbeat, heartbeat);
+    most.others = Math.max(most.others, waiting.length - heartbeat);
     await sleep(10);
   }
   return most;
@@ -119,8 +125,8 @@ describe('publish-only instances and connections', () => {
         10_000,
         'every delivery acknowledged',
       );
-      // Hold the housekeeping up for longer than the rows are kept: the tallies' upkeep waits on the
-      // lock, and the pruner, with rows now due, must wait its turn rather than take a connection.
+      // Hold the tallies for longer than the rows are kept: whatever reads or writes them waits,
+      // and the pruner, with rows now due, must wait its turn rather than take a connection.
       const waitingOnLock = await fixture.transaction(async (tx) => {
         await tx.query(`LOCK TABLE "${table}_tallies" IN ACCESS EXCLUSIVE MODE`);
         return mostWaitingOnLock(2_000);
@@ -130,7 +136,12 @@ describe('publish-only instances and connections', () => {
         10_000,
         'the kept rows to be pruned',
       );
-      expect(waitingOnLock).toBe(1);
+      // The heartbeat reads the tallies, so it waits; a housekeeping statement that started before
+      // the lock waits too. Never two of those: the pruner waits its turn behind the tallies'
+      // upkeep on the one housekeeping lane. The "plus two" of the bound.
+      expect(waitingOnLock.heartbeat + waitingOnLock.others).toBeGreaterThanOrEqual(1);
+      expect(waitingOnLock.others).toBeLessThanOrEqual(1);
+      expect(waitingOnLock.heartbeat).toBeLessThanOrEqual(1);
       expect(peak).toBeGreaterThanOrEqual(2);
       expect(peak).toBeLessThanOrEqual(4 + 2);
       const listeners = await fixture.query(
@@ -173,7 +184,9 @@ describe('publish-only instances and connections', () => {
       await leaseLocked;
       const waitingOnLock = await mostWaitingOnLock(400);
       await locker.query('COMMIT');
-      expect(waitingOnLock).toBe(1);
+      // The round's statement waits, and the renewal waits for it rather than beside it.
+      expect(waitingOnLock.others).toBe(1);
+      expect(waitingOnLock.heartbeat).toBeLessThanOrEqual(1);
       await waitUntil(async () => (await node.counts('events')).pending === 0, 10_000, 'the outbox to drain');
       expect(delivered).toBe(60);
     } finally {
