@@ -28,20 +28,28 @@ async function notificationsFrom(name: string) {
   return { payloads, client };
 }
 
+/**
+ * A node with `notify` whose heartbeat comes every 40 s and its poll every minute: within a wait
+ * shorter than those, only a notification wakes its worker. `received` counts its deliveries.
+ */
+function wokenOnlyByNotifications(table: string) {
+  const received: Envelope[] = [];
+  const node = instance(
+    table,
+    {
+      relay: functionRelay(async (m: Envelope) => void received.push(m)),
+      notify: true,
+      pollInterval: 60_000,
+    },
+    { leaseTimeout: 120_000 },
+  );
+  return { node, received };
+}
+
 describe('NOTIFY', () => {
   test('wakes the owning worker at commit, long before pollInterval', async () => {
     const table = newTable();
-    const received: number[] = [];
-    // A heartbeat every 40 s, a poll every minute: within the wait below, only a notification wakes it.
-    const node = instance(
-      table,
-      {
-        relay: functionRelay(async () => void received.push(Date.now())),
-        notify: true,
-        pollInterval: 60_000,
-      },
-      { leaseTimeout: 120_000 },
-    );
+    const { node, received } = wokenOnlyByNotifications(table);
     try {
       await node.migrate();
       await node.start();
@@ -56,11 +64,11 @@ describe('NOTIFY', () => {
 
   test('a wake-up reaches whichever of two relaying nodes owns the partition, from a publish-only node', async () => {
     const table = newTable();
-    const received: Array<{ node: string; partition: number; id: number; at: number }> = [];
+    const received: Array<{ node: string; partition: number; id: number }> = [];
     const relayFor = (node: string) =>
       functionRelay(
         async (m: Envelope, context: DeliveryContext) =>
-          void received.push({ node, partition: context.partition, id: m.id, at: Date.now() }),
+          void received.push({ node, partition: context.partition, id: m.id }),
       );
     const options = { notify: true, partitions: 2, pollInterval: 60_000 };
     // A heartbeat every 40 s (which would wake a worker with a message due): within the waits
@@ -156,17 +164,7 @@ describe('NOTIFY', () => {
 
   test('the listener reconnects after its connection is killed, and wake-ups resume', async () => {
     const table = newTable();
-    const received: number[] = [];
-    // A heartbeat every 40 s, a poll every minute: within the wait below, only a notification wakes it.
-    const node = instance(
-      table,
-      {
-        relay: functionRelay(async () => void received.push(Date.now())),
-        notify: true,
-        pollInterval: 60_000,
-      },
-      { leaseTimeout: 120_000 },
-    );
+    const { node, received } = wokenOnlyByNotifications(table);
     try {
       await node.migrate();
       await node.start();
