@@ -27,7 +27,7 @@ function kindOf(text: string): string {
   if (text.includes('_leases') && text.startsWith('UPDATE')) return 'lease renewal';
   if (text.includes('gathered AS')) return 'tally compaction';
   if (text.includes('claim AS')) return 'recount';
-  if (text.includes('ctid = ANY')) return 'prune';
+  if (text.includes('_prune"(')) return 'prune';
   if (text.includes(`FROM "${TABLE}"`) || text.includes('AS polled')) return 'poll';
   return 'other';
 }

@@ -177,6 +177,41 @@ export async function vacuum(pool: pg.Pool, table: string): Promise<string> {
   return 'VACUUM (ANALYZE)';
 }
 
+/**
+ * Collects the plans of the statements run inside functions, sent to `connection` as notices for
+ * the rest of its transaction (auto_explain, which needs a superuser: none otherwise), while
+ * `during` runs.
+ */
+async function withNestedPlans<T>(
+  connection: BenchConnection<pg.PoolClient>,
+  during: (plans: string[]) => Promise<T>,
+): Promise<T> {
+  const plans: string[] = [];
+  const onNotice = (notice: { message?: string }) => {
+    if (notice.message?.includes('plan:')) plans.push(notice.message);
+  };
+  await connection.query('SAVEPOINT nested_plans');
+  try {
+    await connection.query(`LOAD 'auto_explain'`);
+    for (const setting of [
+      'log_min_duration = 0',
+      'log_nested_statements = on',
+      'log_analyze = on',
+      'log_buffers = on',
+      'log_level = notice',
+    ])
+      await connection.query(`SET LOCAL auto_explain.${setting}`);
+    connection.tx.on('notice', onNotice);
+  } catch {
+    await connection.query('ROLLBACK TO SAVEPOINT nested_plans');
+  }
+  try {
+    return await during(plans);
+  } finally {
+    connection.tx.off('notice', onNotice);
+  }
+}
+
 export async function openPostgres(url: string): Promise<PostgresBench> {
   await ensureDatabase(url);
   // Room for 10 writers, 4 partitions and a listener.
@@ -274,14 +309,20 @@ export async function openPostgres(url: string): Promise<PostgresBench> {
       return { received: () => received, close: () => listener.end() };
     },
     explain: (queries) =>
-      rolledBack(db, async (c) => {
-        const plans: string[] = [];
-        for (const q of queries) {
-          const rows = await c.query(`EXPLAIN (ANALYZE, BUFFERS) ${q.text}`, q.values);
-          plans.push(rows.map((row) => String(row['QUERY PLAN'])).join('\n'));
-        }
-        return plans.join('\n\n');
-      }),
+      rolledBack(db, (c) =>
+        withNestedPlans(c, async (nested) => {
+          const plans: string[] = [];
+          for (const q of queries) {
+            nested.length = 0;
+            const rows = await c.query(`EXPLAIN (ANALYZE, BUFFERS) ${q.text}`, q.values);
+            plans.push(rows.map((row) => String(row['QUERY PLAN'])).join('\n'));
+            // A function's statements (the prune batch is one) are planned inside it.
+            const inner = nested.filter((plan) => !plan.includes(q.text));
+            if (inner.length > 0) plans.push(`Inside the function:\n${inner.join('\n\n')}`);
+          }
+          return plans.join('\n\n');
+        }),
+      ),
     close: () => pool.end(),
   };
   return db;

@@ -24,7 +24,7 @@ import { checkIds, listLimit } from './limits.js';
 import { integerOption, invalidOption, rejectUnknownKeys, type ResolvedOutbox } from './options.js';
 import type { Envelope } from './relay.js';
 import type { SqlQuery } from './sql.js';
-import { queriesOf, readResults, Status, type StatusValue } from './sql.js';
+import { queriesOf, readResults, Status, type Batch, type StatusValue } from './sql.js';
 import { channels, emit } from './telemetry.js';
 
 /** Rows one prune statement deletes at most: the pruner loops until a batch comes back short. */
@@ -244,12 +244,7 @@ export class Administration {
         PRUNE_BATCH,
         Date.now(),
       );
-      // One statement (Postgres) is atomic on its own: sent without BEGIN and COMMIT, one round
-      // trip a batch instead of three (a prune of 500,000 rows makes fifty).
-      const pruned =
-        batch.length === 1
-          ? batch.read([await this.adapter.execute(batch[0]!)])
-          : await runAtomically(this.adapter, batch);
+      const pruned = await this.runPruneBatch(outbox, batch);
       total += pruned;
       onBatch?.(pruned);
       if (pruned < PRUNE_BATCH) break;
@@ -261,6 +256,19 @@ export class Administration {
       duration: performance.now() - started,
     }));
     return total;
+  }
+
+  private async runPruneBatch(outbox: ResolvedOutbox, batch: Batch<number>): Promise<number> {
+    try {
+      // One statement (Postgres) is atomic on its own: sent without BEGIN and COMMIT, one round
+      // trip a batch instead of three (a prune of 500,000 rows makes fifty).
+      return batch.length === 1
+        ? batch.read([await this.adapter.execute(batch[0]!)])
+        : await runAtomically(this.adapter, batch);
+    } catch (error) {
+      // Postgres prunes through a function migrate() creates: a schema older than this version.
+      throw explainMissingSchema(this.adapter.dialect, outbox.table, error);
+    }
   }
 }
 

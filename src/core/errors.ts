@@ -174,8 +174,8 @@ function errorChain(error: unknown): unknown[] {
   return chain;
 }
 
-/** The tables migrate() creates beside a message table, as `<table>_<suffix>`. */
-const COMPANIONS = ['leases', 'nodes', 'config', 'tallies', 'groups'];
+/** The tables (and Postgres's prune function) migrate() creates beside a message table, as `<table>_<suffix>`. */
+const COMPANIONS = ['leases', 'nodes', 'config', 'tallies', 'groups', 'prune'];
 
 /**
  * Whether what the database reports missing is the table or one of its companions: another

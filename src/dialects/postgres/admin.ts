@@ -54,7 +54,8 @@ export function serverVersion(): Statement<number> {
 export function missingSchemaObject(message: string): string | undefined {
   return (
     /column ("[^"]+" of relation "[^"]+") does not exist/.exec(message)?.[1] ??
-    /relation ("[^"]+") does not exist/.exec(message)?.[1]
+    /relation ("[^"]+") does not exist/.exec(message)?.[1] ??
+    /function (\S+)\(.*\) does not exist/.exec(message)?.[1]
   );
 }
 

@@ -1,9 +1,9 @@
 import type { NextRetry, TallyDrift } from '../../core/dialect.js';
-import type { QualifiedName } from '../../core/identifiers.js';
+import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
 import { batch, Status, type Batch, type Statement } from '../../core/sql.js';
 import { Parameters } from '../shared/parameters.js';
 import { figures } from './postgres-schema.js';
-import { MS, tally } from './shared.js';
+import { MS } from './shared.js';
 import { configTable, tables } from './tables.js';
 
 /**
@@ -20,6 +20,12 @@ import { configTable, tables } from './tables.js';
  * Deletes one batch of delivered rows older than the retention window; how many. Reads the range
  * of the index (outbox, delivered_at) WHERE status = delivered that is older than the window,
  * oldest first, and nothing else; dead messages are never pruned.
+ *
+ * The batch is `<table>_prune()` (postgres-schema.ts), which deletes by physical position
+ * (`ctid = ANY(ARRAY(…))`, a TID scan: one heap visit a row, where deleting by `id` added a
+ * primary-key lookup and `IN (SELECT …)` became a hash join over the table) and tallies the
+ * statement's row count, exact whatever else deletes meanwhile. A row updated meanwhile has moved,
+ * no longer matches, and stays.
  */
 export function prune(
   table: QualifiedName,
@@ -28,21 +34,10 @@ export function prune(
   limit: number,
   _now?: number,
 ): Batch<number> {
-  const { messages, tallies } = tables(table);
   const p = Parameters.numbered();
-  const o = p.add(outbox);
-  const olderThan = p.add(olderThanSeconds);
-  const batchSize = p.add(limit);
-  // Deletes by physical position: `ctid = ANY(ARRAY(…))` is a TID scan, one heap visit a row, where
-  // deleting by `id` added a primary-key lookup (noticeably slower) and `IN (SELECT …)` became a
-  // hash join over the table. A row updated meanwhile has moved, no longer matches, and stays.
-  // Every pruned row was delivered: its tally needs only its partition.
-  const pruned = p.query(`WITH pruned AS (
-  DELETE FROM ${messages} WHERE ctid = ANY(ARRAY(
-    SELECT ctid FROM ${messages} WHERE outbox = ${o} AND status = ${Status.delivered} AND delivered_at < now() - ${olderThan} * interval '1 second' ORDER BY delivered_at LIMIT ${batchSize}
-  )) RETURNING partition
-), tallied AS (${tally(tallies, o, 'pruned', '0, 0, -count(*)')})
-SELECT count(*)::int AS pruned FROM pruned`);
+  const pruned = p.query(
+    `SELECT ${quoteName(companion(table, 'prune'))}(${p.add(outbox)}, ${p.add(olderThanSeconds)}, ${p.add(limit)}) AS pruned`,
+  );
   return batch([pruned], (results) => Number(results[results.length - 1]![0]?.pruned ?? 0));
 }
 
@@ -73,6 +68,8 @@ export function compactTallies(table: QualifiedName, outbox: string): Statement<
  * first relay started: `migrate()` created the tallies from the rows), compares the tallies with
  * the rows on one snapshot and adds the difference as a tally: what changed the rows without
  * tallying (SQL run by hand, a node of a version before tallies). Reads every row of the outbox.
+ * Pending and dead are compared per partition, delivered per outbox: prune tallies the rows it
+ * deletes on partition 0, whichever partitions they were delivered in.
  *
  * Claimed on the outbox's `<table>_config` row, whose `recounted_at` it moves only if the row
  * still holds the value this statement's snapshot saw: a concurrent recount that committed in
@@ -101,9 +98,10 @@ export function recount(
 ), tallied AS (
   SELECT partition, sum(pending) AS pending, sum(dead) AS dead, sum(delivered) AS delivered FROM ${tallies} WHERE outbox = ${o} GROUP BY partition
 ), drift AS (
-  SELECT partition, coalesce(a.pending, 0) - coalesce(t.pending, 0) AS pending, coalesce(a.dead, 0) - coalesce(t.dead, 0) AS dead,
-    coalesce(a.delivered, 0) - coalesce(t.delivered, 0) AS delivered
+  SELECT partition, coalesce(a.pending, 0) - coalesce(t.pending, 0) AS pending, coalesce(a.dead, 0) - coalesce(t.dead, 0) AS dead, 0 AS delivered
   FROM actual a FULL JOIN tallied t USING (partition)
+  UNION ALL
+  SELECT 0, 0, 0, (SELECT coalesce(sum(delivered), 0) FROM actual) - (SELECT coalesce(sum(delivered), 0) FROM tallied)
 ), corrected AS (
   INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered)
   SELECT ${o}, partition, pending, dead, delivered FROM drift

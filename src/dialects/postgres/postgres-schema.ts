@@ -40,6 +40,7 @@ export function postgresSchema(unchecked: QualifiedName): string[] {
   const tallies = quoteName(companion(table, 'tallies'));
   const truncated = quoteName(companion(table, 'truncated'));
   const truncatedName = `${name}_truncated`;
+  const prune = quoteName(companion(table, 'prune'));
   const schema = table.schema === undefined ? [] : [`CREATE SCHEMA IF NOT EXISTS "${table.schema}"`];
   return [
     ...schema,
@@ -114,6 +115,25 @@ END $$`,
   IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgrelid = '${t}'::regclass AND tgname = '${truncatedName}') THEN
     CREATE TRIGGER "${truncatedName}" AFTER TRUNCATE ON ${t} FOR EACH STATEMENT EXECUTE FUNCTION ${truncated}();
   END IF;
+END $$`,
+    // One batch of prune (housekeeping.ts). A function for the DELETE's row count: tallied from
+    // it, the batch deletes without `RETURNING`, which cost a quarter of the statement's rate.
+    // The count is the outbox's, on partition 0: the recount compares `delivered` per outbox.
+    // Planned for its values at every call, as a statement from the client is.
+    `CREATE OR REPLACE FUNCTION ${prune}(target text, older_than_seconds double precision, batch_size integer)
+RETURNS integer LANGUAGE plpgsql SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+  pruned integer;
+BEGIN
+  DELETE FROM ${t} WHERE ctid = ANY(ARRAY(
+    SELECT ctid FROM ${t} WHERE outbox = target AND status = ${Status.delivered}
+      AND delivered_at < now() - older_than_seconds * interval '1 second'
+    ORDER BY delivered_at LIMIT batch_size));
+  GET DIAGNOSTICS pruned = ROW_COUNT;
+  IF pruned > 0 THEN
+    INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered) VALUES (target, 0, 0, 0, -pruned);
+  END IF;
+  RETURN pruned;
 END $$`,
     `CREATE TABLE IF NOT EXISTS ${nodes} (
   outbox text NOT NULL,
