@@ -161,7 +161,11 @@ export async function brokerRows(ctx: BenchContext<PostgresBench>): Promise<void
   const count = rows(settings, 100_000, 600);
   const trials = settings.quick ? 1 : 3;
   const failed: string[] = [];
-  for (const target of brokerTargets()) {
+  const chosen = brokerTargets().filter(
+    (t) =>
+      settings.brokers === undefined || settings.brokers.some((name) => t.what.toLowerCase().includes(name)),
+  );
+  for (const target of chosen) {
     const what = `Relay into ${target.what}`;
     const ours: Arm[] = [];
     const plain: Arm[] = [];

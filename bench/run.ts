@@ -16,6 +16,7 @@
  * and scaleout (processes sharing an outbox, hand-over). Also:
  * BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox,inbox-store,brokers,idle,scaleout
  * (a subset),
+ * BENCH_BROKERS=nats,kafkajs (only the broker rows whose name contains one of these)
  * BENCH_OUT=<file> (where the report goes; default docs/benchmarks.md, each database between its
  * own markers, or outboxer-benchmarks-quick-<db>.md in the temp directory for quick runs),
  * BENCH_DATABASE_URL. Exits non-zero when a group of rows failed.

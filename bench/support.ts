@@ -24,6 +24,8 @@ export interface BenchSettings {
   readonly quick: boolean;
   /** Only these groups (publish, relay, poll (with counts and prune), latency, memory, peers, dashboard). */
   readonly only: readonly string[] | undefined;
+  /** Only the broker rows whose name contains one of these (`BENCH_BROKERS=nats,kafkajs`). */
+  readonly brokers: readonly string[] | undefined;
   /** Where the report goes; default docs/benchmarks.md (full runs) or .tmp/ (quick runs). */
   readonly out: string | undefined;
   /** The benchmark's own database (created when missing). */
@@ -42,6 +44,7 @@ export function readSettings(env: NodeJS.ProcessEnv = process.env): BenchSetting
     plans: env.BENCH_PLANS === '1',
     quick: env.BENCH_QUICK === '1',
     only: env.BENCH_ONLY ? env.BENCH_ONLY.split(',').map((s) => s.trim()) : undefined,
+    brokers: env.BENCH_BROKERS ? env.BENCH_BROKERS.split(',').map((s) => s.trim().toLowerCase()) : undefined,
     out: env.BENCH_OUT,
     url: env.BENCH_DATABASE_URL ?? (db === 'sqlite' ? '' : DEFAULT_URLS[db]),
   };
