@@ -113,12 +113,13 @@ async function ensureDatabase(url: string): Promise<void> {
   }
 }
 
-/** Drops a message table, its companions and its TRUNCATE trigger's function. */
+/** Drops a message table, its companions, its TRUNCATE trigger's function and its prune function. */
 export async function dropTables(pool: pg.Pool, table: string): Promise<void> {
   await pool.query(
     `DROP TABLE IF EXISTS "${table}", "${table}_leases", "${table}_nodes", "${table}_config", "${table}_tallies" CASCADE`,
   );
   await pool.query(`DROP FUNCTION IF EXISTS "${table}_truncated"()`);
+  await pool.query(`DROP FUNCTION IF EXISTS "${table}_prune"(text, double precision, integer)`);
 }
 
 /**
