@@ -40,6 +40,11 @@ export interface DialectCapabilities {
    * nothing more and finds at once what other processes made ready below any cursor.
    */
   readonly pollCursor: boolean;
+  /**
+   * Takes {@link PollParams.readyOnly} (SQLite, whose tallies say on the poll's snapshot whether
+   * the outbox has a retrying or blocking message).
+   */
+  readonly readyOnlyPoll: boolean;
 }
 
 export interface InsertRow {
@@ -118,6 +123,13 @@ export interface PollParams {
    * message whose NOTIFY was left out in favour of one the worker has already received.
    */
   readonly checkPublishers?: string;
+  /**
+   * With {@link DialectCapabilities.readyOnlyPoll}, `group` or `none` ordering: read the ready rows
+   * alone, without the branch of due retries and the probe for a blocked group, when the poll's
+   * snapshot shows that neither could find anything; otherwise return no message. So the rows
+   * returned are always the full poll's, and an empty result means "poll in full".
+   */
+  readonly readyOnly?: boolean;
 }
 
 export interface PollWatch {

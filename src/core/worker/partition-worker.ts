@@ -4,6 +4,7 @@ import { channels, emit } from '../telemetry.js';
 import { PollCursor } from './cursor.js';
 import { backgroundFailure, type WorkerDeps } from './deps.js';
 import { LeaseKeeper } from './lease-keeper.js';
+import { ReadyOnlyPolls } from './ready-only.js';
 import { idleDelay, Pipeline, runRound, writeDeferred } from './round.js';
 
 /**
@@ -18,6 +19,7 @@ export class PartitionWorker {
   private readonly stopController = new AbortController();
   private readonly cursor: PollCursor;
   private readonly pipeline = new Pipeline();
+  private readonly readyOnly: ReadyOnlyPolls;
   private readonly keeper: LeaseKeeper;
   private wakeUp: (() => void) | undefined;
   private woken = false;
@@ -31,6 +33,7 @@ export class PartitionWorker {
   ) {
     this.keeper = new LeaseKeeper(deps, lease);
     this.cursor = new PollCursor(deps.outbox.pollInterval, deps.adapter.dialect.capabilities.pollCursor);
+    this.readyOnly = ReadyOnlyPolls.for(deps.adapter.dialect, deps.outbox);
   }
 
   get partition(): number {
@@ -126,6 +129,7 @@ export class PartitionWorker {
           dueBefore: null,
           signal: this.stopController.signal,
           pipeline: this.pipeline,
+          readyOnly: this.readyOnly,
         });
         failures = 0;
         if (round.settlement !== undefined && !round.leaseLost) this.keeper.renewed();

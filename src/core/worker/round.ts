@@ -14,6 +14,7 @@ import { advanceCursor, rewindBefore, type PollCursor } from './cursor.js';
 import type { WorkerDeps } from './deps.js';
 import { deliver } from './deliver.js';
 import { leaseLost } from './lease-keeper.js';
+import type { ReadyOnlyPolls } from './ready-only.js';
 import { settle, settleParams } from './settle.js';
 
 /** What one poll-deliver-settle round did. */
@@ -50,6 +51,8 @@ export interface RoundOptions {
    * after a failure. Without a pipeline, every round polls for itself and writes its own settlement.
    */
   readonly pipeline?: Pipeline;
+  /** Where the dialect takes ready-only polls: whether to try one (see ready-only.ts). */
+  readonly readyOnly?: ReadyOnlyPolls;
 }
 
 /**
@@ -86,17 +89,28 @@ const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(r
 
 /** One round: poll (unless the previous round did), hold blocked rows, deliver, settle. */
 export async function runRound(deps: WorkerDeps, options: RoundOptions): Promise<RoundResult> {
-  const { adapter, outbox } = deps;
+  const { outbox } = deps;
   const carried = options.pipeline?.take();
   if (carried !== undefined)
     return { ...(await roundOf(deps, options, carried.polled, carried.deferred)), publishersQuiet: false };
   const checkPublishers = outbox.notify
     ? { checkPublishers: notifyPayload(deps.instance, outbox.name, options.lease.partition) }
     : {};
-  const poll = adapter.dialect.poll(outbox.table, { ...pollParams(deps, options), ...checkPublishers });
-  const polled = poll.read(await adapter.execute(poll));
+  const params = { ...pollParams(deps, options), ...checkPublishers };
+  const readyOnly = options.readyOnly?.next() === true;
+  let polled = await pollWith(deps, readyOnly ? { ...params, readyOnly } : params);
+  options.readyOnly?.polled(readyOnly, polled.messages);
+  if (readyOnly && polled.messages.length === 0) {
+    polled = await pollWith(deps, params);
+    options.readyOnly?.polled(false, polled.messages);
+  }
   const publishersQuiet = outbox.notify && polled.publishersQuiet;
   return { ...(await roundOf(deps, options, polled, undefined)), publishersQuiet };
+}
+
+async function pollWith(deps: WorkerDeps, params: PollParams): Promise<PollResult> {
+  const poll = deps.adapter.dialect.poll(deps.outbox.table, params);
+  return poll.read(await deps.adapter.execute(poll));
 }
 
 /** The rest of a round, on its poll, with the previous round's deferred settlement to write. */

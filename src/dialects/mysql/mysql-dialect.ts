@@ -52,6 +52,7 @@ export const mysqlDialect = Object.freeze({
     advisoryLocks: true,
     concurrentWriters: true,
     pollCursor: false,
+    readyOnlyPoll: false,
     rejectsNulCharacters: false,
   }),
   isConflict: (error: unknown) => hasErrorCode(error, MYSQL_CONFLICTS),

@@ -55,6 +55,7 @@ export const postgresDialect = Object.freeze({
     advisoryLocks: true,
     concurrentWriters: true,
     pollCursor: true,
+    readyOnlyPoll: false,
     rejectsNulCharacters: true,
   }),
   isConflict: (error: unknown) => hasErrorCode(error, POSTGRES_CONFLICTS),

@@ -47,6 +47,7 @@ export const sqliteDialect = Object.freeze({
     advisoryLocks: false,
     concurrentWriters: false,
     pollCursor: false,
+    readyOnlyPoll: true,
     rejectsNulCharacters: false,
   }),
   isConflict: () => false,
