@@ -160,7 +160,8 @@ export async function prepareServers(settings: RunSettings, servers: RunServers)
       log(`Kafka answers but the topic could not be created (${String(error)}): running without Kafka`);
       kafka = null;
     }
-  } else log('no Kafka on 127.0.0.1:9092: running without it');
+  } else if (process.env.CHAOS_KAFKA === '0') log('CHAOS_KAFKA=0: running without Kafka');
+  else log('no Kafka on 127.0.0.1:9092: running without it');
 
   const modes = activeModes(kafka !== null, database.notifications, brokerType);
   const brokerOutbox = modes.find((m) => m.destination === 'broker');
