@@ -65,6 +65,10 @@ export function postgresSchema(unchecked: QualifiedName): string[] {
     `CREATE INDEX IF NOT EXISTS "${name}_retry" ON ${t} (outbox, partition, next_attempt_at) WHERE status = 1`,
     // Retrying messages, and dead ones (which block their group when an outbox parks them).
     `CREATE INDEX IF NOT EXISTS "${name}_blocking" ON ${t} (outbox, group_key) WHERE status IN (1, 3)`,
+    // The same messages by group key alone, hashed, for the poll's probe of a blocked group (one per
+    // ready row polled while the outbox has a blocking message): a hash look-up is one bucket page,
+    // where a descent of `_blocking` compares text at every level (2.5 times the cost a probe).
+    `CREATE INDEX IF NOT EXISTS "${name}_blocking_keys" ON ${t} USING hash (group_key) WHERE status IN (1, 3)`,
     `CREATE INDEX IF NOT EXISTS "${name}_held" ON ${t} (outbox, group_key, id) WHERE status = 2`,
     `CREATE INDEX IF NOT EXISTS "${name}_dead" ON ${t} (outbox, id) WHERE status = 3`,
     // Prune reads the delivered rows older than the window as a range of this index, which ends

@@ -1,0 +1,67 @@
+/**
+ * The plan Postgres picks for the poll's probe of a blocked group: a look-up of the hash index
+ * `_blocking_keys` per ready row, never a pass over every blocking message of the outbox.
+ */
+import { afterAll, beforeAll, describe, expect, test } from 'vitest';
+import { Outboxer } from 'outboxer';
+import { postgresDialect } from 'outboxer/pg';
+import { postgresFixture } from '../support/databases.js';
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  Alias?: string;
+  'Index Name'?: string;
+  Plans?: PlanNode[];
+}
+
+describe('the poll on postgres, with 2,000 blocked groups', () => {
+  let fixture: Awaited<ReturnType<typeof postgresFixture>>;
+  const table = 'plans_blocked';
+  beforeAll(async () => {
+    fixture = await postgresFixture();
+    const outboxer = new Outboxer({ database: fixture.database, relay: false, outboxes: { o: { table } } });
+    await outboxer.migrate();
+    // 2,000 retrying heads, and ready rows of other groups behind them.
+    await fixture.query(
+      `INSERT INTO "${table}" (outbox, partition, group_key, payload, status, next_attempt_at)
+       SELECT 'o', 0, 'blocked:' || g, '1', 1, now() + interval '1 hour' FROM generate_series(1, 2000) AS g`,
+    );
+    await fixture.query(
+      `INSERT INTO "${table}" (outbox, partition, group_key, payload) SELECT 'o', 0, 'free:' || g, '1' FROM generate_series(1, 1000) AS g`,
+    );
+    await fixture.query(`ANALYZE "${table}"`);
+  });
+  afterAll(() => fixture.close());
+
+  test.each([false, true])(
+    'parkDead %s: one hash look-up of the group key per ready row',
+    async (parkDead) => {
+      const poll = postgresDialect.poll(
+        { schema: undefined, name: table },
+        {
+          lease: { outbox: 'o', partition: 0, owner: 'x', epoch: 1 },
+          ordering: 'group',
+          limit: 100,
+          afterId: 0,
+          dueBefore: null,
+          now: Date.now(),
+          parkDead,
+        },
+      );
+      const [{ 'QUERY PLAN': plan }] = (await fixture.query(`EXPLAIN (FORMAT JSON) ${poll.text}`, [
+        ...poll.values,
+      ])) as [{ 'QUERY PLAN': [{ Plan: PlanNode }] }];
+      const probes: string[] = [];
+      const visit = (node: PlanNode): void => {
+        if (node.Alias === 'h') probes.push(`${node['Node Type']} ${node['Index Name'] ?? ''}`);
+        for (const child of node.Plans ?? []) visit(child);
+      };
+      visit(plan[0].Plan);
+      expect(probes).toEqual([`Index Scan ${table}_blocking_keys`]);
+      const rows = poll.read(await fixture.query(poll.text, [...poll.values]));
+      expect(rows.messages).toHaveLength(100);
+      expect(rows.messages.every((m) => !m.blocked)).toBe(true);
+    },
+  );
+});
