@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer } from 'outboxer';
 import { postgresDialect } from 'outboxer/pg';
 import { postgresFixture } from '../support/databases.js';
+import { firstPoll } from '../support/poll-params.js';
 
 interface PlanNode {
   'Node Type': string;
@@ -37,18 +38,7 @@ describe('the poll on postgres, with 2,000 blocked groups', () => {
   test.each([false, true])(
     'parkDead %s: one hash look-up of the group key per ready row',
     async (parkDead) => {
-      const poll = postgresDialect.poll(
-        { schema: undefined, name: table },
-        {
-          lease: { outbox: 'o', partition: 0, owner: 'x', epoch: 1 },
-          ordering: 'group',
-          limit: 100,
-          afterId: 0,
-          dueBefore: null,
-          now: Date.now(),
-          parkDead,
-        },
-      );
+      const poll = postgresDialect.poll({ schema: undefined, name: table }, firstPoll({ parkDead }));
       const [{ 'QUERY PLAN': plan }] = (await fixture.query(`EXPLAIN (FORMAT JSON) ${poll.text}`, [
         ...poll.values,
       ])) as [{ 'QUERY PLAN': [{ Plan: PlanNode }] }];

@@ -6,9 +6,10 @@ import Database from 'better-sqlite3';
 import { describe, expect, test } from 'vitest';
 import type { SqlQuery } from 'outboxer';
 import { sqliteDialect } from 'outboxer/better-sqlite3';
+import { firstPoll, testLease } from '../support/poll-params.js';
 
 const table = { schema: undefined, name: 'm' };
-const lease = { outbox: 'o', partition: 0, owner: 'x', epoch: 1 };
+const lease = testLease;
 
 function planOf(db: Database.Database, query: SqlQuery): string[] {
   const rows = db.prepare(`EXPLAIN QUERY PLAN ${query.text}`).all(...(query.values as unknown[]));
@@ -20,18 +21,7 @@ describe.each([false, true])('parkDead %s', (parkDead) => {
   for (const statement of sqliteDialect.schema(table)) db.exec(statement);
 
   test.each([
-    [
-      'the poll',
-      sqliteDialect.poll(table, {
-        lease,
-        ordering: 'group',
-        limit: 100,
-        afterId: 0,
-        dueBefore: null,
-        now: Date.now(),
-        parkDead,
-      }),
-    ],
+    ['the poll', sqliteDialect.poll(table, firstPoll({ parkDead }))],
     ['hold', sqliteDialect.hold(table, lease, [1, 2], ['g'], parkDead)],
     ['releaseOrphanedHolds', sqliteDialect.releaseOrphanedHolds(table, 'o', parkDead)],
   ])("%s finds a group's blocking message by its key", (_, query) => {

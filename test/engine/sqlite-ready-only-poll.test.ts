@@ -12,11 +12,11 @@ import Database from 'better-sqlite3';
 import { afterAll, describe, expect, test } from 'vitest';
 import type { Ordering } from 'outboxer';
 import { sqliteDialect } from 'outboxer/better-sqlite3';
+import { firstPoll } from '../support/poll-params.js';
 
 const directory = mkdtempSync(join(tmpdir(), 'outboxer-ready-only-'));
 afterAll(() => rmSync(directory, { recursive: true, force: true }));
 const table = { schema: undefined, name: 'ready_only' };
-const lease = { outbox: 'o', partition: 0, owner: 'me', epoch: 1 };
 
 let files = 0;
 function database() {
@@ -32,16 +32,7 @@ function database() {
 }
 
 function poll(db: Database.Database, ordering: Ordering, readyOnly: boolean, parkDead = false) {
-  const statement = sqliteDialect.poll(table, {
-    now: Date.now(),
-    lease,
-    ordering,
-    limit: 100,
-    afterId: 0,
-    dueBefore: null,
-    parkDead,
-    readyOnly,
-  });
+  const statement = sqliteDialect.poll(table, firstPoll({ ordering, parkDead, readyOnly }));
   const rows = db.prepare(statement.text).all(...statement.values) as Record<string, unknown>[];
   return statement.read(rows).messages.map((m) => [m.id, m.status, m.blocked]);
 }

@@ -25,7 +25,7 @@ export class ReadyOnlyPolls {
   }
 
   next(): boolean {
-    return this.enabled && this.worthTrying;
+    return this.worthTrying;
   }
 
   /** What a poll of either kind returned. */
