@@ -6,15 +6,8 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer } from 'outboxer';
 import { postgresDialect } from 'outboxer/pg';
 import { postgresFixture } from '../support/databases.js';
+import { explainNodes } from '../support/plans.js';
 import { firstPoll } from '../support/poll-params.js';
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  Alias?: string;
-  'Index Name'?: string;
-  Plans?: PlanNode[];
-}
 
 describe('the poll on postgres, with 2,000 blocked groups', () => {
   let fixture: Awaited<ReturnType<typeof postgresFixture>>;
@@ -39,15 +32,10 @@ describe('the poll on postgres, with 2,000 blocked groups', () => {
     'parkDead %s: one hash look-up of the group key per ready row',
     async (parkDead) => {
       const poll = postgresDialect.poll({ schema: undefined, name: table }, firstPoll({ parkDead }));
-      const [{ 'QUERY PLAN': plan }] = (await fixture.query(`EXPLAIN (FORMAT JSON) ${poll.text}`, [
-        ...poll.values,
-      ])) as [{ 'QUERY PLAN': [{ Plan: PlanNode }] }];
-      const probes: string[] = [];
-      const visit = (node: PlanNode): void => {
-        if (node.Alias === 'h') probes.push(`${node['Node Type']} ${node['Index Name'] ?? ''}`);
-        for (const child of node.Plans ?? []) visit(child);
-      };
-      visit(plan[0].Plan);
+      const nodes = await explainNodes(fixture.query, poll.text, poll.values);
+      const probes = nodes
+        .filter((node) => node.Alias === 'h')
+        .map((node) => `${node['Node Type']} ${node['Index Name'] ?? ''}`);
       expect(probes).toEqual([`Index Scan ${table}_blocking_keys`]);
       const rows = poll.read(await fixture.query(poll.text, [...poll.values]));
       expect(rows.messages).toHaveLength(100);

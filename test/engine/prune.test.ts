@@ -12,16 +12,8 @@ import {
   publishInTransaction,
   type EngineFixture,
 } from '../support/databases.js';
+import { explainNodes } from '../support/plans.js';
 import { waitUntil } from '../support/random.js';
-
-interface PlanNode {
-  'Node Type': string;
-  'Relation Name'?: string;
-  'Index Name'?: string;
-  'Index Cond'?: string;
-  Filter?: string;
-  Plans?: PlanNode[];
-}
 
 /** outboxer's prune batch (not an option: `pruneAll` in src/core/outboxer.ts). */
 const PRUNE_BATCH = 10_000;
@@ -193,31 +185,20 @@ describe.each(engineFixtures)('pruning on $name', ({ name, make }) => {
       .replace(/\btarget\b/g, '$1')
       .replace(/\bolder_than_seconds\b/g, '$2')
       .replace(/\bbatch_size\b/g, '$3::int');
-    const [{ 'QUERY PLAN': plan }] = (await fixture.query(`EXPLAIN (FORMAT JSON) ${deletion}`, [
-      ...statement!.values,
-    ])) as [{ 'QUERY PLAN': [{ Plan: PlanNode }] }];
-    const scans: string[] = [];
-    const visit = (node: PlanNode): void => {
-      // The scans that find rows; the Tid Scan then deletes those it found, by position.
-      if (
-        node['Relation Name'] === table &&
-        /Scan$/.test(node['Node Type']) &&
-        node['Node Type'] !== 'Tid Scan'
+    const nodes = await explainNodes(fixture.query, deletion, statement!.values);
+    // The scans that find rows; the Tid Scan then deletes those it found, by position.
+    return nodes
+      .filter(
+        (node) =>
+          node['Relation Name'] === table &&
+          /Scan$/.test(node['Node Type']) &&
+          node['Node Type'] !== 'Tid Scan',
       )
-        scans.push(
-          [
-            node['Node Type'],
-            node['Index Name'],
-            node['Index Cond'],
-            node['Filter'] && `Filter: ${node['Filter']}`,
-          ]
-            .filter(Boolean)
-            .join(' '),
-        );
-      for (const child of node.Plans ?? []) visit(child);
-    };
-    visit(plan[0].Plan);
-    return scans;
+      .map((node) =>
+        [node['Node Type'], node['Index Name'], node['Index Cond'], node.Filter && `Filter: ${node.Filter}`]
+          .filter(Boolean)
+          .join(' '),
+      );
   }
 
   test('a prune reads only the rows older than the window, however many delivered rows are kept', async () => {
