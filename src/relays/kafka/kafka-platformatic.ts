@@ -11,6 +11,7 @@ import {
   type KafkaRecord,
   type PartitionResult,
 } from './kafka-client.js';
+import { OUTBOXER_HEADERS } from '../shared/headers.js';
 import { authenticationFailure, describeKafkaError, kafkaErrorNames } from './kafka-errors.js';
 
 /** A record as `Producer.send` takes it (a producer without serializers takes Buffers). */
@@ -139,10 +140,15 @@ function failOnAuthentication<T>(producer: PlatformaticProducerLike, operation: 
   return Promise.race([operation, refused]).finally(() => diagnostics.unsubscribe(CONNECT_ERRORS, listener));
 }
 
+/** outboxer's header names, encoded once: every record carries them, and the client only reads them. */
+const STANDARD_HEADER_NAMES = new Map<string, Buffer>(
+  Object.values(OUTBOXER_HEADERS).map((name) => [name, Buffer.from(name)]),
+);
+
 function toMessage(record: KafkaRecord): PlatformaticMessage {
   const headers = new Map<Buffer, Buffer>();
-  for (const [name, value] of Object.entries(record.headers))
-    headers.set(Buffer.from(name), Buffer.from(value));
+  for (const name in record.headers)
+    headers.set(STANDARD_HEADER_NAMES.get(name) ?? Buffer.from(name), Buffer.from(record.headers[name]!));
   const message: PlatformaticMessage = {
     topic: record.topic,
     partition: record.partition,

@@ -47,8 +47,10 @@ async function publishWave(
   signal: AbortSignal,
 ): Promise<DeliveryOutcome[]> {
   const outcomes = new Array<DeliveryOutcome | undefined>(wave.length);
+  // Subjects checked in this wave: usually one, or a few, for every message.
+  const checked = new Map<string, string | undefined>();
   const acked = wave.map((envelope, index) =>
-    publishOne(envelope, options).then((outcome) => {
+    publishOne(envelope, options, checked).then((outcome) => {
       outcomes[index] = outcome;
     }),
   );
@@ -66,15 +68,20 @@ async function publishWave(
   return outcomes as DeliveryOutcome[];
 }
 
-async function publishOne(envelope: Envelope, options: ResolvedNatsOptions): Promise<DeliveryOutcome> {
+async function publishOne(
+  envelope: Envelope,
+  options: ResolvedNatsOptions,
+  checked: Map<string, string | undefined>,
+): Promise<DeliveryOutcome> {
   let subject: string;
   let headers: NatsHeadersLike;
   let msgID: string;
   try {
-    subject = subjectOf(envelope, options);
+    subject = subjectOf(envelope, options, checked);
     msgID = messageIdOf(envelope, options);
     headers = options.createHeaders();
-    for (const [key, value] of Object.entries(standardHeaders(envelope))) headers.set(key, value);
+    const standard = standardHeaders(envelope);
+    for (const name in standard) headers.set(name, standard[name]!);
   } catch (error) {
     return {
       ok: false,
@@ -93,7 +100,11 @@ async function publishOne(envelope: Envelope, options: ResolvedNatsOptions): Pro
   }
 }
 
-function subjectOf(envelope: Envelope, options: ResolvedNatsOptions): string {
+function subjectOf(
+  envelope: Envelope,
+  options: ResolvedNatsOptions,
+  checked: Map<string, string | undefined>,
+): string {
   let subject: unknown;
   try {
     subject = options.subject(envelope);
@@ -103,13 +114,20 @@ function subjectOf(envelope: Envelope, options: ResolvedNatsOptions): string {
       { cause: error },
     );
   }
-  const problem = subjectProblem(subject);
+  const problem = typeof subject === 'string' ? checkedProblem(subject, checked) : subjectProblem(subject);
   if (problem !== undefined) {
     throw new PermanentError(
       `natsRelay.subject returned ${JSON.stringify(subject)} for message ${envelope.id}, which cannot be published to: ${problem}.`,
     );
   }
   return subject as string;
+}
+
+function checkedProblem(subject: string, checked: Map<string, string | undefined>): string | undefined {
+  if (checked.has(subject)) return checked.get(subject);
+  const problem = subjectProblem(subject);
+  checked.set(subject, problem);
+  return problem;
 }
 
 function messageIdOf(envelope: Envelope, options: ResolvedNatsOptions): string {
