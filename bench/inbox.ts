@@ -88,7 +88,7 @@ export async function inboxRows(ctx: BenchContext<PostgresBench>): Promise<void>
         measured: `costs ${percent(1 - kept)}; the plain SQL ${percent(1 - rawKept)}`,
         met: undefined,
       },
-      note: `Each transaction inserts one 200-byte effect row; ${count} transactions per trial, ${trials} trial${trials === 1 ? '' : 's'}, four arms rotated per trial, medians of per-trial ratios. The same transaction without the inbox: ${txn('bare')}. \`handle\` adds a SAVEPOINT, the record's INSERT and a RELEASE (three statements where the plain SQL has one); with \`groupKey\` and \`sequence\` (order at the consumer, one upsert of the group's row more, ${GROUPS.toLocaleString('en-US')} groups): ${txn('ordered')}, costs ${percent(1 - paired('ordered', 'bare'))}.`,
+      note: `Each transaction inserts one 200-byte effect row; ${count} transactions per trial, ${trials} trial${trials === 1 ? '' : 's'}, four arms rotated per trial, medians of per-trial ratios. The same transaction without the inbox: ${txn('bare')}. \`handle\` adds a SAVEPOINT, the record's INSERT and a RELEASE (three statements where the plain SQL has one); with \`groupKey\` and \`sequence\` (order at the consumer: the upsert of the group's row, in the record's statement on Postgres and one statement more elsewhere, ${GROUPS.toLocaleString('en-US')} groups): ${txn('ordered')}, costs ${percent(1 - paired('ordered', 'bare'))}.`,
     });
   }
 }

@@ -26,6 +26,13 @@ export interface InboxGroupPosition {
   readonly sequence: string;
 }
 
+/** What {@link InboxDialect.recordAndAdvance} did. */
+export interface RecordedPosition {
+  readonly recorded: boolean;
+  /** The group's highest sequence after the advance, as decimal text; undefined when not recorded. */
+  readonly highest: string | undefined;
+}
+
 export interface InboxDialect {
   /**
    * The inbox table, its companion `<table>_groups` (each group's highest sequence) and their
@@ -46,6 +53,18 @@ export interface InboxDialect {
    * lock until the transaction ends: concurrent handles of one group queue up, other groups do not.
    */
   advanceGroup(table: QualifiedName, position: InboxGroupPosition, now: number): Statements<string>;
+  /**
+   * Optional: {@link recordHandled}, then {@link advanceGroup} only when it recorded the message,
+   * in one statement, taking the same locks in the same order: an ordered message costs one round
+   * trip less. `highest` is undefined when the message was already recorded (the group is then
+   * left alone). Without it, the inbox sends the two statements.
+   */
+  recordAndAdvance?(
+    table: QualifiedName,
+    record: InboxRecord,
+    position: InboxGroupPosition,
+    now: number,
+  ): Statements<RecordedPosition>;
   /** Deletes at most `limit` records of `inbox` handled before `before` (Unix ms); how many. */
   pruneHandled(table: QualifiedName, inbox: string, before: number, limit: number): Statements<number>;
   /** Deletes at most `limit` group rows of `inbox` last advanced before `before` (Unix ms); how many. */

@@ -180,13 +180,19 @@ export class Inbox<Tx, Sync extends boolean> {
     let recorded: boolean;
     let order = IN_ORDER;
     try {
-      recorded = yield* runWork(dialect.inbox.recordHandled(table, record, Date.now()));
-      // Only a new message moves its group: a duplicate's sequence was counted when it was handled.
-      if (recorded && position !== undefined) {
-        order = orderOf(
-          position.sequence,
-          yield* runWork(dialect.inbox.advanceGroup(table, position, Date.now())),
-        );
+      if (position !== undefined && dialect.inbox.recordAndAdvance !== undefined) {
+        const result = yield* runWork(dialect.inbox.recordAndAdvance(table, record, position, Date.now()));
+        recorded = result.recorded;
+        if (result.highest !== undefined) order = orderOf(position.sequence, result.highest);
+      } else {
+        recorded = yield* runWork(dialect.inbox.recordHandled(table, record, Date.now()));
+        // Only a new message moves its group: a duplicate's sequence was counted when it was handled.
+        if (recorded && position !== undefined) {
+          order = orderOf(
+            position.sequence,
+            yield* runWork(dialect.inbox.advanceGroup(table, position, Date.now())),
+          );
+        }
       }
     } catch (error) {
       yield* this.undo(savepoint);

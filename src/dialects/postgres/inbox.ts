@@ -1,4 +1,10 @@
-import type { InboxDialect, InboxGroupPosition, InboxKey, InboxRecord } from '../../core/inbox/dialect.js';
+import type {
+  InboxDialect,
+  InboxGroupPosition,
+  InboxKey,
+  InboxRecord,
+  RecordedPosition,
+} from '../../core/inbox/dialect.js';
 import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
 import type { Statement } from '../../core/sql.js';
 import { Parameters } from '../shared/parameters.js';
@@ -54,9 +60,42 @@ RETURNING g.highest::text AS highest`,
 
 function recordHandled(table: QualifiedName, record: InboxRecord): Statement<boolean> {
   const p = Parameters.numbered();
+  return p.statement(`${recordText(table, record, p)} RETURNING 1 AS recorded`, (rows) => rows.length > 0);
+}
+
+function recordText(table: QualifiedName, record: InboxRecord, p: Parameters): string {
+  return `INSERT INTO ${quoteName(table)} (inbox, source, message_id, group_key) VALUES (${p.add(record.inbox)}, ${p.add(record.source)}, ${p.add(record.messageId)}, ${p.add(record.groupKey)}) ON CONFLICT DO NOTHING`;
+}
+
+/**
+ * The record's INSERT, then the group's upsert fed by its RETURNING: a duplicate inserts nothing,
+ * so the upsert has no row to write and takes no lock. The record's key lock comes first, as with
+ * the two statements.
+ */
+function recordAndAdvance(
+  table: QualifiedName,
+  record: InboxRecord,
+  position: InboxGroupPosition,
+): Statement<RecordedPosition> {
+  const p = Parameters.numbered();
+  const groups = quoteName(companion(table, 'groups'));
   return p.statement(
-    `INSERT INTO ${quoteName(table)} (inbox, source, message_id, group_key) VALUES (${p.add(record.inbox)}, ${p.add(record.source)}, ${p.add(record.messageId)}, ${p.add(record.groupKey)}) ON CONFLICT DO NOTHING RETURNING 1 AS recorded`,
-    (rows) => rows.length > 0,
+    `WITH recorded AS (${recordText(table, record, p)} RETURNING 1 AS one
+), advanced AS (
+  INSERT INTO ${groups} AS g (inbox, source, group_key, highest)
+  SELECT ${p.add(position.inbox)}, ${p.add(position.source)}, ${p.add(position.groupKey)}, ${p.add(position.sequence)}::bigint FROM recorded
+  ON CONFLICT (inbox, source, group_key) DO UPDATE SET highest = GREATEST(g.highest, EXCLUDED.highest), handled_at = now()
+  RETURNING g.highest::text AS highest
+)
+SELECT EXISTS (SELECT 1 FROM recorded) AS recorded, (SELECT highest FROM advanced) AS highest`,
+    (rows) => {
+      const row = rows[0];
+      const highest = row?.highest;
+      return {
+        recorded: row?.recorded === true,
+        highest: highest === null || highest === undefined ? undefined : String(highest),
+      };
+    },
   );
 }
 
@@ -91,6 +130,7 @@ export const postgresInbox: InboxDialect = Object.freeze({
   recordHandled,
   handledAt,
   advanceGroup,
+  recordAndAdvance,
   pruneHandled,
   pruneGroups,
   ...savepointStatements,
