@@ -1,7 +1,7 @@
 import type { PollParams, PollResult } from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
 import { Status, type Row, type Statement } from '../../core/sql.js';
-import { polledMessages } from '../shared/columns.js';
+import { nextRetryOf, polledMessages } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { blockingStatus } from '../shared/statuses.js';
 import { COLUMNS, M_COLUMNS, NOW_MS, PARTITION } from './shared.js';
@@ -32,16 +32,40 @@ function due(p: Parameters, params: PollParams): string {
   return params.dueBefore === null ? NOW_MS : p.add(params.dueBefore.getTime());
 }
 
+/** The message rows' share of the next-retry row's columns. */
+const NO_NEXT_RETRY = 'NULL AS next_retry_at, NULL AS database_now';
+
+/**
+ * One more row, of nulls but the partition's earliest retry and the server's clock, which an idle
+ * worker needs to know how long to sleep: an empty poll then needs no statement of its own to read
+ * them. Always there (a UNION cannot tell whether its other branches found rows); the reader uses
+ * it only when they found none. `MIN` over the `_retry` index is one index dive.
+ */
+function nextRetryRow(messages: string, p: Parameters, outbox: string, partition: number): string {
+  const nulls = COLUMNS.split(', ')
+    .map(() => 'NULL')
+    .join(', ');
+  return `SELECT ${nulls}, NULL, (SELECT MIN(next_attempt_at) FROM ${messages} WHERE outbox = ${p.add(outbox)} AND ${PARTITION} = ${p.add(partition)} AND status = ${Status.retry}), ${NOW_MS}`;
+}
+
 export function poll(table: QualifiedName, params: PollParams): Statement<PollResult> {
   const { messages, messagesUsing } = tables(table);
   const { lease } = params;
   const p = Parameters.positional();
   // No cursor and no publishers to watch: the engine orders the rows by id.
-  const read = (rows: readonly Row[]): PollResult => ({
-    messages: polledMessages(rows, lease.outbox),
-    start: undefined,
-    publishersQuiet: false,
-  });
+  const read = (rows: readonly Row[]): PollResult => {
+    const messages = polledMessages(rows, lease.outbox);
+    const info = rows.find((row) => row.id === null || row.id === undefined);
+    return {
+      messages,
+      start: undefined,
+      publishersQuiet: false,
+      nextRetry:
+        messages.length === 0 && info !== undefined
+          ? nextRetryOf(info.next_retry_at, info.database_now)
+          : undefined,
+    };
+  };
   if (params.ordering === 'total') {
     // The lowest blocking message of the partition, from `_ready` (outbox, partition, status, id):
     // one index probe per blocking status. While it waits for its retry (or is parked dead),
@@ -55,11 +79,13 @@ export function poll(table: QualifiedName, params: PollParams): Statement<PollRe
       return `(SELECT MIN(id) FROM (${probes.join(' UNION ALL ')}) AS heads)`;
     };
     return p.statement(
-      `SELECT ${COLUMNS}, 0 AS blocked FROM ${messages} WHERE id = ${head()} AND next_attempt_at <= ${due(p, params)}
+      `SELECT ${COLUMNS}, 0 AS blocked, ${NO_NEXT_RETRY} FROM ${messages} WHERE id = ${head()} AND next_attempt_at <= ${due(p, params)}
 UNION ALL
-(SELECT ${COLUMNS}, 0 AS blocked FROM ${messagesUsing('ready', 'm')}
+(SELECT ${COLUMNS}, 0 AS blocked, ${NO_NEXT_RETRY} FROM ${messagesUsing('ready', 'm')}
   WHERE ${head()} IS NULL AND outbox = ${p.add(lease.outbox)} AND ${PARTITION} = ${p.add(lease.partition)} AND status = ${Status.ready} AND id > ${p.add(params.afterId)}
-  ORDER BY id LIMIT ${p.add(params.limit)})`,
+  ORDER BY id LIMIT ${p.add(params.limit)})
+UNION ALL
+${nextRetryRow(messages, p, lease.outbox, lease.partition)}`,
       read,
       true,
     );
@@ -75,13 +101,15 @@ UNION ALL
   // Retries due from `_retry` (outbox, partition, status, next_attempt_at), then ready rows from
   // `_ready` (outbox, partition, status, id), each a range of one index read in its order.
   return p.statement(
-    `(SELECT ${M_COLUMNS}, 0 AS blocked FROM ${messagesUsing('retry', 'm')}
+    `(SELECT ${M_COLUMNS}, 0 AS blocked, ${NO_NEXT_RETRY} FROM ${messagesUsing('retry', 'm')}
   WHERE m.outbox = ${p.add(lease.outbox)} AND m.${PARTITION} = ${p.add(lease.partition)} AND m.status = ${Status.retry} AND m.next_attempt_at <= ${due(p, params)}
   ORDER BY m.next_attempt_at LIMIT ${p.add(params.limit)})
 UNION ALL
-(SELECT ${M_COLUMNS}, ${blocked} AS blocked FROM ${messagesUsing('ready', 'm')}
+(SELECT ${M_COLUMNS}, ${blocked} AS blocked, ${NO_NEXT_RETRY} FROM ${messagesUsing('ready', 'm')}
   WHERE m.outbox = ${p.add(lease.outbox)} AND m.${PARTITION} = ${p.add(lease.partition)} AND m.status = ${Status.ready} AND m.id > ${p.add(params.afterId)}
-  ORDER BY m.id LIMIT ${p.add(params.limit)})`,
+  ORDER BY m.id LIMIT ${p.add(params.limit)})
+UNION ALL
+${nextRetryRow(messages, p, lease.outbox, lease.partition)}`,
     read,
     true,
   );

@@ -1,6 +1,7 @@
 import type { NextRetry, TallyDrift } from '../../core/dialect.js';
 import { companion, quoteName, type QualifiedName } from '../../core/identifiers.js';
 import { batch, Status, type Batch, type Statement } from '../../core/sql.js';
+import { nextRetryOf } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { figures } from './postgres-schema.js';
 import { MS } from './shared.js';
@@ -128,20 +129,4 @@ export function nextRetryAt(table: QualifiedName, outbox: string, partition: num
     (rows) => nextRetryOf(rows[0]?.next_attempt_at, rows[0]?.now),
     true,
   );
-}
-
-/**
- * A next retry as the database returned it (a timestamp, or Unix milliseconds as a number or its
- * text, depending on the statement and the driver); the local clock when the database's is missing.
- */
-export function nextRetryOf(at: unknown, now: unknown): NextRetry {
-  return { at: at === null || at === undefined ? null : millisecondsOf(at), now: millisecondsOf(now) };
-}
-
-function millisecondsOf(value: unknown): number {
-  if (value instanceof Date) return value.getTime();
-  const number = Number(value);
-  if (Number.isFinite(number)) return number;
-  const parsed = typeof value === 'string' ? Date.parse(value) : NaN;
-  return Number.isNaN(parsed) ? Date.now() : parsed;
 }

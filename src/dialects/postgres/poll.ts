@@ -1,10 +1,9 @@
 import type { PollParams, PollResult, PollStart } from '../../core/dialect.js';
 import type { QualifiedName } from '../../core/identifiers.js';
 import { Status, type Row, type Statement } from '../../core/sql.js';
-import { polledMessages } from '../shared/columns.js';
+import { nextRetryOf, polledMessages } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { blockingStatus } from '../shared/statuses.js';
-import { nextRetryOf } from './housekeeping.js';
 import { notifyLock } from './publish.js';
 import { COLUMNS, opaque } from './shared.js';
 import { tables } from './tables.js';

@@ -2,6 +2,7 @@ import type {
   BlockedCounts,
   BlockedHead,
   CountFigures,
+  NextRetry,
   PolledEnvelope,
   PolledMessage,
   RecordedConfiguration,
@@ -22,6 +23,22 @@ export function parseJsonColumn(value: unknown): unknown {
 export function parseHeaders(value: unknown): Record<string, string> {
   if (value === null || value === undefined) return {};
   return parseJsonColumn(value) as Record<string, string>;
+}
+
+/**
+ * A next retry as the database returned it (a timestamp, or Unix milliseconds as a number or its
+ * text, depending on the statement and the driver); the local clock when the database's is missing.
+ */
+export function nextRetryOf(at: unknown, now: unknown): NextRetry {
+  return { at: at === null || at === undefined ? null : millisecondsOf(at), now: millisecondsOf(now) };
+}
+
+function millisecondsOf(value: unknown): number {
+  if (value instanceof Date) return value.getTime();
+  const number = Number(value);
+  if (Number.isFinite(number)) return number;
+  const parsed = typeof value === 'string' ? Date.parse(value) : NaN;
+  return Number.isNaN(parsed) ? Date.now() : parsed;
 }
 
 export function readDate(value: unknown): Date | null {
