@@ -61,7 +61,11 @@ async function untilQuiet(counter: { statements: number }, quiet = 400): Promise
 }
 
 // A lease of a minute: the heartbeat (and its check for work due) comes every 20 s, after every
-// wait below has ended, so what these tests see comes from notifications.
+// wait below has ended, so what these tests see comes from notifications. The instance is named
+// after this file's schema: NOTIFY payloads and the notify locks are keyed by instance name,
+// outbox and partition, so other test files' publishers to an outbox `events` of an instance
+// `outboxer` (the default), running at the same time in the same database, would otherwise keep
+// these workers polling.
 function relaying(
   table: string,
   database: DatabaseAdapter,
@@ -69,6 +73,7 @@ function relaying(
   extra: Record<string, unknown> = {},
 ) {
   return new Outboxer({
+    name: `idle-${fixture.schema}`,
     database,
     outboxes: { events: { table, partitions: 4, pollInterval: 60_000, notify: true, ...options } },
     leaseTimeout: 60_000,
