@@ -11,6 +11,7 @@ import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer, functionRelay, type Envelope, type Logger, type OutboxOptions } from 'outboxer';
 import { nodePostgres } from 'outboxer/pg';
 import type { DatabaseAdapter } from '../../src/core/database.js';
+import { counting, untilQuiet } from '../support/counting.js';
 import { DATABASE_URL, postgresFixture, publishInTransaction, sqliteFixture } from '../support/databases.js';
 import { sleep, waitUntil } from '../support/random.js';
 import { tcpProxy } from '../support/tcp-proxy.js';
@@ -25,40 +26,6 @@ afterAll(() => fixture.close());
 
 let tables = 0;
 const newTable = () => `idle_${++tables}`;
-
-/** The adapter, counting every statement the engine sends through it. */
-function counting(database: DatabaseAdapter) {
-  const counter = { statements: 0 };
-  const adapter: DatabaseAdapter = {
-    ...database,
-    execute: (query) => {
-      counter.statements += 1;
-      return database.execute(query);
-    },
-    executeAtomically: (queries) => {
-      counter.statements += queries.length;
-      return database.executeAtomically(queries);
-    },
-  };
-  return { adapter, counter };
-}
-
-/** Waits until `counter` has not moved for `quiet` ms: the node's workers all sleep. */
-async function untilQuiet(counter: { statements: number }, quiet = 400): Promise<void> {
-  let last = -1;
-  let since = Date.now();
-  await waitUntil(
-    () => {
-      if (counter.statements !== last) {
-        last = counter.statements;
-        since = Date.now();
-      }
-      return Date.now() - since >= quiet;
-    },
-    10_000,
-    'the node to go quiet',
-  );
-}
 
 // A lease of a minute: the heartbeat (and its check for work due) comes every 20 s, after every
 // wait below has ended, so what these tests see comes from notifications. The instance is named

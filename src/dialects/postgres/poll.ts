@@ -54,7 +54,8 @@ export interface StartPlaceholders {
   readonly xids: string;
   readonly rewindTo: string;
   readonly rewindsSeen: string;
-  readonly publishers?: string | undefined;
+  /** The notify payload to test (`PollParams.checkPublishers`) and the quoted message table. */
+  readonly publishers?: { readonly payload: string; readonly messages: string } | undefined;
 }
 
 /**
@@ -100,7 +101,7 @@ export function startCtes(leases: string, $: StartPlaceholders): string {
   const quiet =
     $.publishers === undefined
       ? ''
-      : `pg_try_advisory_xact_lock(${notifyLock('publishing', `${$.publishers}::text`)}) AS publishers_quiet,
+      : `pg_try_advisory_xact_lock(${notifyLock('publishing', `${$.publishers.payload}::text`, $.publishers.messages)}) AS publishers_quiet,
     `;
   // Read on the statement's snapshot, with the messages: a rewind and the rows it made ready
   // commit together, so a poll that sees the rows sees the count. (Not the lease CTE's RETURNING,
@@ -178,7 +179,8 @@ export function poll(table: QualifiedName, params: PollParams): Statement<PollRe
   const [excluded, excludedAbove] = excludeValues(params);
   const exclude = excluded.length > 0 ? { ids: p.add(excluded), above: p.add(excludedAbove) } : undefined;
   const rewindsSeen = p.add(params.rewindsSeen ?? null);
-  const publishers = params.checkPublishers === undefined ? undefined : p.add(params.checkPublishers);
+  const publishers =
+    params.checkPublishers === undefined ? undefined : { payload: p.add(params.checkPublishers), messages };
   const polled = pollText(messages, params, {
     outbox,
     partition,

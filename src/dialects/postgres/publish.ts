@@ -54,8 +54,8 @@ export function insert(
     const ch = p.add(channel);
     sources.push(
       payloads.length === 1
-        ? `(SELECT ${coalescedNotify(ch, p.add(payloads[0]))}) AS notified`
-        : `(SELECT count(${coalescedNotify(ch, 'p')}) FROM unnest(${p.add(payloads)}::text[]) AS p) AS notified`,
+        ? `(SELECT ${coalescedNotify(ch, p.add(payloads[0]), t)}) AS notified`
+        : `(SELECT count(${coalescedNotify(ch, 'p', t)}) FROM unnest(${p.add(payloads)}::text[]) AS p) AS notified`,
     );
   }
   // The transaction gets its id before the rows get theirs, so a poll that sees a larger id
@@ -82,10 +82,13 @@ SELECT id FROM inserted`,
 
 /**
  * The advisory lock keys of a notify payload: `publishing`, held shared by every transaction that
- * publishes with it until it ends, and `notifying`, held by the one that will send it.
+ * publishes with it until it ends, and `notifying`, held by the one that will send it. Seeded with
+ * the message table's OID (`messages` is its quoted name): advisory locks are the database's, and
+ * two applications in one database (a schema each, the same instance and outbox names) would
+ * otherwise share keys, one's publishers keeping the other's idle workers polling.
  */
-export function notifyLock(kind: 'publishing' | 'notifying', payload: string): string {
-  return `hashtextextended('outboxer ${kind} ' || ${payload}, 0)`;
+export function notifyLock(kind: 'publishing' | 'notifying', payload: string, messages: string): string {
+  return `hashtextextended('outboxer ${kind} ' || ${payload}, '${messages}'::regclass::oid::bigint)`;
 }
 
 /**
@@ -97,10 +100,10 @@ export function notifyLock(kind: 'publishing' | 'notifying', payload: string): s
  * (`checkPublishers`); a relay testing `publishing` at that very moment makes the publisher notify
  * anyway. (The transaction id comes first for the late-commit watch: startCtes.)
  */
-function coalescedNotify(channel: string, payload: string): string {
+function coalescedNotify(channel: string, payload: string, messages: string): string {
   return `CASE WHEN pg_current_xact_id() IS NULL THEN NULL
-    WHEN NOT pg_try_advisory_xact_lock_shared(${notifyLock('publishing', payload)}) THEN pg_notify(${channel}, ${payload})
-    WHEN pg_try_advisory_xact_lock(${notifyLock('notifying', payload)}) THEN pg_notify(${channel}, ${payload}) END`;
+    WHEN NOT pg_try_advisory_xact_lock_shared(${notifyLock('publishing', payload, messages)}) THEN pg_notify(${channel}, ${payload})
+    WHEN pg_try_advisory_xact_lock(${notifyLock('notifying', payload, messages)}) THEN pg_notify(${channel}, ${payload}) END`;
 }
 
 function distinctSorted(keys: readonly (string | null)[]): string[] {
