@@ -6,6 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Outboxer } from 'outboxer';
 import type { DatabaseAdapter } from '../../src/core/database.js';
+import { NOW_MS } from '../../src/dialects/mysql/shared.js';
 import { mariadbFixture, postgresFixture, publishInTransaction, type Fixture } from '../support/databases.js';
 import { firstPoll } from '../support/poll-params.js';
 
@@ -28,7 +29,7 @@ describe.each([
     const text =
       fixture.kind === 'postgres'
         ? 'SELECT (extract(epoch FROM now()) * 1000)::float8 AS now'
-        : `SELECT TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 AS now`;
+        : `SELECT ${NOW_MS} AS now`;
     return Number((await fixture.query(text))[0]!.now);
   };
 
@@ -56,7 +57,7 @@ describe.each([
     const later =
       fixture.kind === 'postgres'
         ? `UPDATE ${TABLE} SET status = 1, next_attempt_at = now() + interval '1 minute' RETURNING (extract(epoch FROM next_attempt_at) * 1000)::float8 AS at`
-        : `UPDATE ${TABLE} SET status = 1, next_attempt_at = TIMESTAMPDIFF(MICROSECOND, '1970-01-01 00:00:00', UTC_TIMESTAMP(6)) DIV 1000 + 60000`;
+        : `UPDATE ${TABLE} SET status = 1, next_attempt_at = ${NOW_MS} + 60000`;
     const returned = await fixture.query(later);
     const at =
       fixture.kind === 'postgres'

@@ -35,6 +35,11 @@ function due(p: Parameters, params: PollParams): string {
 /** The message rows' share of the next-retry row's columns. */
 const NO_NEXT_RETRY = 'NULL AS next_retry_at, NULL AS database_now';
 
+/** The next-retry row's share of {@link COLUMNS}. */
+const NULL_COLUMNS = COLUMNS.split(', ')
+  .map(() => 'NULL')
+  .join(', ');
+
 /**
  * One more row, of nulls but the partition's earliest retry and the server's clock, which an idle
  * worker needs to know how long to sleep: an empty poll then needs no statement of its own to read
@@ -42,10 +47,7 @@ const NO_NEXT_RETRY = 'NULL AS next_retry_at, NULL AS database_now';
  * it only when they found none. `MIN` over the `_retry` index is one index dive.
  */
 function nextRetryRow(messages: string, p: Parameters, outbox: string, partition: number): string {
-  const nulls = COLUMNS.split(', ')
-    .map(() => 'NULL')
-    .join(', ');
-  return `SELECT ${nulls}, NULL, (SELECT MIN(next_attempt_at) FROM ${messages} WHERE outbox = ${p.add(outbox)} AND ${PARTITION} = ${p.add(partition)} AND status = ${Status.retry}), ${NOW_MS}`;
+  return `SELECT ${NULL_COLUMNS}, NULL, (SELECT MIN(next_attempt_at) FROM ${messages} WHERE outbox = ${p.add(outbox)} AND ${PARTITION} = ${p.add(partition)} AND status = ${Status.retry}), ${NOW_MS}`;
 }
 
 export function poll(table: QualifiedName, params: PollParams): Statement<PollResult> {
@@ -55,15 +57,13 @@ export function poll(table: QualifiedName, params: PollParams): Statement<PollRe
   // No cursor and no publishers to watch: the engine orders the rows by id.
   const read = (rows: readonly Row[]): PollResult => {
     const messages = polledMessages(rows, lease.outbox);
-    const info = rows.find((row) => row.id === null || row.id === undefined);
+    // Found nothing: the one row left is the next-retry row.
+    const info = messages.length === 0 ? rows[0] : undefined;
     return {
       messages,
       start: undefined,
       publishersQuiet: false,
-      nextRetry:
-        messages.length === 0 && info !== undefined
-          ? nextRetryOf(info.next_retry_at, info.database_now)
-          : undefined,
+      nextRetry: info === undefined ? undefined : nextRetryOf(info.next_retry_at, info.database_now),
     };
   };
   if (params.ordering === 'total') {

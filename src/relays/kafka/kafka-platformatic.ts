@@ -4,6 +4,7 @@
  */
 import diagnostics from 'node:diagnostics_channel';
 import { OutboxerError } from '../../core/errors.js';
+import { OUTBOXER_HEADERS } from '../shared/headers.js';
 import {
   KafkaSendError,
   partitionId,
@@ -11,7 +12,6 @@ import {
   type KafkaRecord,
   type PartitionResult,
 } from './kafka-client.js';
-import { OUTBOXER_HEADERS } from '../shared/headers.js';
 import { authenticationFailure, describeKafkaError, kafkaErrorNames } from './kafka-errors.js';
 
 /** A record as `Producer.send` takes it (a producer without serializers takes Buffers). */

@@ -5,6 +5,7 @@
 import type { Ordering } from '../../core/options.js';
 import { DeliveryError, PermanentError } from '../../core/errors.js';
 import { orderingKey, type Envelope } from '../../core/relay.js';
+import { CheckedNames } from '../shared/checked-names.js';
 import { standardHeaders } from '../shared/headers.js';
 import { javaPartition } from './kafka-murmur2.js';
 import type { KafkaRecord } from './kafka-client.js';
@@ -48,66 +49,25 @@ export function draftRecords(
   topicOf: (envelope: Envelope) => string,
   maxBytes: number,
 ): Draft[] {
-  const topics = new TopicNames();
+  const topics = new CheckedNames(topicNameProblem);
   return batch.map((envelope) =>
     encode(envelope, orderingKey(envelope, ordering), topicOf, topics, maxBytes),
   );
-}
-
-/** The topic names of a batch already checked, and what was wrong with each (usually one name). */
-class TopicNames {
-  private readonly problems = new Map<string, string | undefined>();
-
-  problem(name: string): string | undefined {
-    if (this.problems.has(name)) return this.problems.get(name);
-    const problem = topicNameProblem(name);
-    this.problems.set(name, problem);
-    return problem;
-  }
 }
 
 function encode(
   envelope: Envelope,
   orderKey: string | null,
   topicOf: (envelope: Envelope) => string,
-  topics: TopicNames,
+  topics: CheckedNames,
   maxBytes: number,
 ): Draft {
   const headers = standardHeaders(envelope);
   const key = envelope.groupKey === null ? null : Buffer.from(envelope.groupKey, 'utf8');
-  let topic: string;
-  try {
-    topic = topicOf(envelope);
-  } catch (error) {
-    const message = `The Kafka relay's topic function threw for message ${envelope.id}: ${(error as Error)?.message ?? String(error)}`;
-    return failedDraft(
-      envelope,
-      orderKey,
-      undefined,
-      key,
-      headers,
-      new DeliveryError(message, { cause: error }),
-    );
-  }
-  const problem = typeof topic === 'string' ? topics.problem(topic) : topicNameProblem(topic);
-  if (problem !== undefined) {
-    const message = `The topic function returned ${JSON.stringify(topic)} for message ${envelope.id}, which Kafka does not accept as a topic name: ${problem}.`;
-    return failedDraft(envelope, orderKey, undefined, key, headers, new PermanentError(message));
-  }
-  let value: Buffer;
-  try {
-    value = Buffer.from(JSON.stringify(envelope.payload) ?? 'null', 'utf8');
-  } catch (error) {
-    const message = `The payload of message ${envelope.id} cannot be encoded as JSON: ${(error as Error).message}`;
-    return failedDraft(
-      envelope,
-      orderKey,
-      undefined,
-      key,
-      headers,
-      new PermanentError(message, { cause: error }),
-    );
-  }
+  const topic = topicFor(envelope, topicOf, topics);
+  if (topic instanceof Error) return failedDraft(envelope, orderKey, undefined, key, headers, topic);
+  const value = jsonValue(envelope);
+  if (value instanceof Error) return failedDraft(envelope, orderKey, undefined, key, headers, value);
   const bytes = recordBytes(key, value, headers);
   if (bytes + BATCH_OVERHEAD > maxBytes) {
     const message = `Message ${envelope.id} is about ${bytes} bytes as a Kafka record, more than the relay's maxBytes (${maxBytes}). Kafka would reject it (MESSAGE_TOO_LARGE); raise the topic's max.message.bytes and the relay's maxBytes, or send smaller payloads.`;
@@ -125,6 +85,36 @@ function encode(
     state: 'ready',
     error: undefined,
   };
+}
+
+/** The message's topic, or why it has none Kafka accepts. */
+function topicFor(
+  envelope: Envelope,
+  topicOf: (envelope: Envelope) => string,
+  topics: CheckedNames,
+): string | Error {
+  let topic: string;
+  try {
+    topic = topicOf(envelope);
+  } catch (error) {
+    const message = `The Kafka relay's topic function threw for message ${envelope.id}: ${(error as Error)?.message ?? String(error)}`;
+    return new DeliveryError(message, { cause: error });
+  }
+  const problem = topics.problem(topic);
+  if (problem === undefined) return topic;
+  return new PermanentError(
+    `The topic function returned ${JSON.stringify(topic)} for message ${envelope.id}, which Kafka does not accept as a topic name: ${problem}.`,
+  );
+}
+
+/** The payload as JSON bytes, or why it cannot be. */
+function jsonValue(envelope: Envelope): Buffer | Error {
+  try {
+    return Buffer.from(JSON.stringify(envelope.payload) ?? 'null', 'utf8');
+  } catch (error) {
+    const message = `The payload of message ${envelope.id} cannot be encoded as JSON: ${(error as Error).message}`;
+    return new PermanentError(message, { cause: error });
+  }
 }
 
 function failedDraft(

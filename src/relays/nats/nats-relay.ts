@@ -1,5 +1,6 @@
 import { PermanentError } from '../../core/errors.js';
 import type { DeliveryOutcome, Envelope, Relay } from '../../core/relay.js';
+import { CheckedNames } from '../shared/checked-names.js';
 import { within } from '../shared/deadline.js';
 import { standardHeaders } from '../shared/headers.js';
 import { deliverInWaves } from '../shared/waves.js';
@@ -47,10 +48,10 @@ async function publishWave(
   signal: AbortSignal,
 ): Promise<DeliveryOutcome[]> {
   const outcomes = new Array<DeliveryOutcome | undefined>(wave.length);
-  // Subjects checked in this wave: usually one, or a few, for every message.
-  const checked = new Map<string, string | undefined>();
+  // Usually one subject, or a few, for every message of the wave.
+  const subjects = new CheckedNames(subjectProblem);
   const acked = wave.map((envelope, index) =>
-    publishOne(envelope, options, checked).then((outcome) => {
+    publishOne(envelope, options, subjects).then((outcome) => {
       outcomes[index] = outcome;
     }),
   );
@@ -71,13 +72,13 @@ async function publishWave(
 async function publishOne(
   envelope: Envelope,
   options: ResolvedNatsOptions,
-  checked: Map<string, string | undefined>,
+  subjects: CheckedNames,
 ): Promise<DeliveryOutcome> {
   let subject: string;
   let headers: NatsHeadersLike;
   let msgID: string;
   try {
-    subject = subjectOf(envelope, options, checked);
+    subject = subjectOf(envelope, options, subjects);
     msgID = messageIdOf(envelope, options);
     headers = options.createHeaders();
     const standard = standardHeaders(envelope);
@@ -100,11 +101,7 @@ async function publishOne(
   }
 }
 
-function subjectOf(
-  envelope: Envelope,
-  options: ResolvedNatsOptions,
-  checked: Map<string, string | undefined>,
-): string {
+function subjectOf(envelope: Envelope, options: ResolvedNatsOptions, subjects: CheckedNames): string {
   let subject: unknown;
   try {
     subject = options.subject(envelope);
@@ -114,20 +111,13 @@ function subjectOf(
       { cause: error },
     );
   }
-  const problem = typeof subject === 'string' ? checkedProblem(subject, checked) : subjectProblem(subject);
+  const problem = subjects.problem(subject);
   if (problem !== undefined) {
     throw new PermanentError(
       `natsRelay.subject returned ${JSON.stringify(subject)} for message ${envelope.id}, which cannot be published to: ${problem}.`,
     );
   }
   return subject as string;
-}
-
-function checkedProblem(subject: string, checked: Map<string, string | undefined>): string | undefined {
-  if (checked.has(subject)) return checked.get(subject);
-  const problem = subjectProblem(subject);
-  checked.set(subject, problem);
-  return problem;
 }
 
 function messageIdOf(envelope: Envelope, options: ResolvedNatsOptions): string {
