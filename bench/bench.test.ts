@@ -70,6 +70,7 @@ describe('npm run bench, BENCH_QUICK=1', () => {
       'Relay into Redis Streams',
       'Relay into BullMQ',
       'Relay into a webhook',
+      'An idle relaying node, 4 outboxes × 8 partitions, defaults',
       'An idle relaying node, 4 outboxes × 8 partitions, `notify: true`',
       'An idle relaying node, 4 outboxes × 64 partitions, `notify: true`',
       'processes sharing 32 partitions',
@@ -104,6 +105,7 @@ describe('npm run bench, BENCH_QUICK=1', () => {
         'Prune with nothing older than the window',
         'Pickup latency, published by the relaying instance',
         'Pickup latency, published by another instance, `pollInterval: 100`',
+        'An idle relaying node, 4 outboxes × 8 partitions, defaults',
       ]) {
         expect(run.report).toContain(row);
       }

@@ -10,10 +10,10 @@
  *   BENCH_PLANS=1 npm run bench      also print the plans of the poll, acknowledge, counts, prune
  *   BENCH_QUICK=1 npm run bench      a smoke run (tiny counts, < 2 minutes): completes, judges nothing
  *
- * Postgres and MySQL run the same rows (publish, relay, poll with counts and prune, latency), each
- * beside its own plain SQL (bench/postgres.ts, bench/mysql.ts); memory, peers, dashboard and inbox run
- * on Postgres only (the dashboard also on SQLite), as do idle (the statements an idle node sends)
- * and scaleout (processes sharing an outbox, hand-over). Also:
+ * Postgres and MySQL run the same rows (publish, relay, poll with counts and prune, latency, idle:
+ * the statements an idle node sends), each beside its own plain SQL (bench/postgres.ts,
+ * bench/mysql.ts); memory, peers, dashboard and inbox run on Postgres only (the dashboard also on
+ * SQLite), as does scaleout (processes sharing an outbox, hand-over). Also:
  * BENCH_ONLY=publish,relay,poll,latency,memory,peers,dashboard,inbox,inbox-store,brokers,idle,scaleout
  * (a subset),
  * BENCH_BROKERS=nats,kafkajs (only the broker rows whose name contains one of these)
@@ -80,13 +80,14 @@ function commonGroups<Tx>(): Array<Group<BenchDatabase<Tx>>> {
     ['relay', relayRows],
     ['poll', pollRows],
     ['latency', latencyRows],
+    ['idle', idleRows],
   ];
 }
 
 /**
  * Postgres only: the memory row's child process, the peers (Postgres libraries), the dashboard, the
- * inbox, the relays into real brokers (Kafka, SQS, RabbitMQ, NATS, Redis, BullMQ, a webhook), an
- * idle node's statements, scale-out.
+ * inbox, the relays into real brokers (Kafka, SQS, RabbitMQ, NATS, Redis, BullMQ, a webhook),
+ * scale-out.
  */
 const POSTGRES_GROUPS: Array<Group<PostgresBench>> = [
   ['memory', memoryRows],
@@ -95,7 +96,6 @@ const POSTGRES_GROUPS: Array<Group<PostgresBench>> = [
   ['inbox', inboxRows],
   ['inbox-store', inboxStoreRows],
   ['brokers', brokerRows],
-  ['idle', idleRows],
   ['scaleout', scaleOutRows],
 ];
 

@@ -11,7 +11,7 @@ import { batch, unread, type Batch, type Row, type SqlQuery, type Statement } fr
 import { parseJsonColumn, readDate } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
 import { NOW_MS, ownsLease, PARTITION } from './shared.js';
-import { tables } from './tables.js';
+import { configTable, tables } from './tables.js';
 
 /**
  * Leases and nodes: who relays which partition, and which nodes relay at all.
@@ -91,6 +91,33 @@ export function leaseRow(leases: string, lease: LeaseToken): SqlQuery {
   return p.query(`SELECT epoch FROM ${leases} WHERE ${ownsLease(p, lease)}`, true);
 }
 
+/**
+ * The heartbeat's renewal of the node's idle leases of one outbox: one fenced UPDATE of them all and
+ * one read of the rows still theirs (`renewed`), two statements however many leases, where a
+ * statement pair per lease made an idle node's heartbeat grow with its partitions. The UPDATE
+ * takes the outbox's lease rows in primary-key order, as the per-lease renewals did in partition
+ * order; at READ COMMITTED it passes over a row another transaction holds whose last committed
+ * version is not one of these leases, so it waits only for the leases it renews.
+ */
+function renewAll(leases: string, outbox: string, tokens: readonly LeaseToken[], ttl: number): SqlQuery[] {
+  if (tokens.length === 0) return [];
+  const held = (p: Parameters) =>
+    `outbox = ${p.add(outbox)} AND (${tokens
+      .map(
+        (l) =>
+          `(${PARTITION} = ${p.add(l.partition)} AND owner = ${p.add(l.owner)} AND epoch = ${p.add(l.epoch)})`,
+      )
+      .join(' OR ')})`;
+  const u = Parameters.positional();
+  const update = u.query(
+    `UPDATE ${leases} SET lease_until = ${NOW_MS} + ${u.add(ttl)} WHERE ${held(u)}`,
+    true,
+  );
+  const r = Parameters.positional();
+  const read = r.query(`SELECT ${PARTITION} AS renewed FROM ${leases} WHERE ${held(r)}`, true);
+  return [update, read];
+}
+
 /** False when the lease was lost. */
 export function renewLease(table: QualifiedName, lease: LeaseToken, ttl: number): Batch<boolean> {
   const { leases } = tables(table);
@@ -116,10 +143,10 @@ export function releaseLease(table: QualifiedName, lease: LeaseToken): Statement
  * deadlocked, each holding its row and waiting for the other's. First, it waits holding nothing,
  * and the upsert after it locks one row.
  *
- * With `options`, the node's leases of the outbox are renewed last in the same transaction, each a
- * fenced UPDATE and a read of its row ({@link renewLease}), in partition order (the order
- * `countRewind`'s UPDATE takes the rows in, by primary key). `checkDue` and the upkeep are not
- * reported (no `notify` on MySQL; the upkeep runs at every tick).
+ * With `options`, the node's leases of the outbox are renewed last in the same transaction
+ * ({@link renewAll}: two statements, the rows taken in primary-key order, as `countRewind`'s UPDATE
+ * takes them), and the tallies' upkeep is reported ({@link upkeepDue}). `checkDue` is not (no
+ * `notify` on MySQL).
  */
 export function heartbeat(
   table: QualifiedName,
@@ -144,12 +171,15 @@ export function heartbeat(
       ),
       look.query(
         `SELECT (SELECT 1 + COUNT(*) FROM ${nodes} WHERE outbox = ${look.add(outbox)} AND node_id <> ${look.add(nodeId)} AND last_seen > ${NOW_MS} - ${look.add(ttl)}) AS live_nodes,
-  (SELECT JSON_ARRAYAGG(JSON_OBJECT('partition', ${PARTITION}, 'owner', owner, 'until', lease_until)) FROM ${leases} WHERE outbox = ${look.add(outbox)} AND lease_until >= ${NOW_MS}) AS leases`,
+  (SELECT JSON_ARRAYAGG(JSON_OBJECT('partition', ${PARTITION}, 'owner', owner, 'until', lease_until)) FROM ${leases} WHERE outbox = ${look.add(outbox)} AND lease_until >= ${NOW_MS}) AS leases${
+    options === undefined ? '' : upkeepDue(look, table, outbox, options.recountEvery)
+  }`,
       ),
-      ...renew.flatMap((lease) => [renewQuery(leases, lease, ttl), leaseRow(leases, lease)]),
+      ...renewAll(leases, outbox, renew, ttl),
     ],
     (results) => {
       const row = results[2]![0]!;
+      const held = new Set((results[4] ?? []).map((r) => Number(r.renewed)));
       // Text on MariaDB; MySQL 8 returns a JSON column, which mysql2 parses.
       const live = (parseJsonColumn(row.leases) ?? []) as Array<{
         partition: unknown;
@@ -163,12 +193,28 @@ export function heartbeat(
           owner: String(l.owner),
           until: Number(l.until),
         })),
-        renewed: renew.filter((_, i) => (results[4 + 2 * i]?.length ?? 0) > 0).map((l) => l.partition),
-        lost: renew.filter((_, i) => (results[4 + 2 * i]?.length ?? 0) === 0).map((l) => l.partition),
+        renewed: renew.filter((l) => held.has(l.partition)).map((l) => l.partition),
+        lost: renew.filter((l) => !held.has(l.partition)).map((l) => l.partition),
         due: [],
+        upkeep:
+          row.compact_due === undefined
+            ? undefined
+            : { compact: Number(row.compact_due) === 1, recount: Number(row.recount_due) === 1 },
       };
     },
   );
+}
+
+/**
+ * The heartbeat's columns saying whether the tallies' upkeep has work (`Heartbeat.upkeep`): more
+ * tally rows than partitions (a compaction), the last recount older than `recountEvery`. Reads the
+ * outbox's few tally rows and its config row, so an idle outbox's upkeep sends nothing.
+ */
+function upkeepDue(p: Parameters, table: QualifiedName, outbox: string, recountEvery: number): string {
+  const { tallies } = tables(table);
+  return `,
+  (SELECT COUNT(*) > COUNT(DISTINCT ${PARTITION}) FROM ${tallies} WHERE outbox = ${p.add(outbox)}) AS compact_due,
+  COALESCE((SELECT recounted_at < ${NOW_MS} - ${p.add(recountEvery)} FROM ${configTable(table)} WHERE outbox = ${p.add(outbox)}), 0) AS recount_due`;
 }
 
 export function removeNode(table: QualifiedName, outbox: string, nodeId: string): Statement<void> {
