@@ -89,7 +89,7 @@ async function pruneRow<Tx>(ctx: Ctx<Tx>): Promise<void> {
       met: judge(ctx, oursRate / rawRate >= 0.7),
     },
     spec: '550,000 rows/s',
-    note: `${count.toLocaleString('en-US')} delivered rows older than the window, pruned by Outboxer.prune() in its batches of 10,000 (${db.kind === 'postgres' ? 'each a call of `<table>_prune()`: delete by physical position, `ctid = ANY(ARRAY(SELECT ctid …))`, and tally the row count' : 'each a transaction: lock the batch’s ids into a session variable, tally, delete by those ids'}); median of ${trials}.`,
+    note: `${count.toLocaleString('en-US')} delivered rows older than the window, pruned by Outboxer.prune() in its batches of 10,000 (${db.kind === 'postgres' ? 'each a call of `<table>_prune()`: delete by physical position, `ctid = ANY(ARRAY(SELECT ctid …))`, tally the row count, commit without waiting for the flush' : 'each a transaction: lock the batch’s ids into a session variable, tally, delete by those ids'}); median of ${trials}.`,
   });
   await db.dropTables(PRUNE);
 }

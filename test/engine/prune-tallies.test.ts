@@ -74,3 +74,25 @@ test('prune tallies the rows it deletes once per outbox, even with two pruners a
   });
   expect((await pruners[0]!.counts('o')).delivered).toBe(1);
 });
+
+test('a prune batch commits without waiting for its flush, for its own transaction only', async () => {
+  const outboxer = new Outboxer({
+    database: fixture.database,
+    outboxes: { o: { table, retention: { keep: 3600 } } },
+    relay: false,
+  }) as Outboxer<never, boolean>;
+  await outboxer.migrate();
+  const batch = postgresDialect.prune({ schema: undefined, name: table }, 'o', 3600, 10_000, Date.now());
+  const client = await fixture.pool.connect();
+  try {
+    const show = async () => (await client.query('SHOW synchronous_commit')).rows[0].synchronous_commit;
+    expect(await show()).toBe('on');
+    await client.query('BEGIN');
+    for (const query of batch) await client.query(query.text, query.values as unknown[]);
+    expect(await show()).toBe('off');
+    await client.query('ROLLBACK');
+    expect(await show()).toBe('on');
+  } finally {
+    client.release();
+  }
+});
