@@ -3,7 +3,6 @@ import type { QualifiedName } from '../../core/identifiers.js';
 import { Status, type Row, type Statement } from '../../core/sql.js';
 import { nextRetryOf, polledMessages } from '../shared/columns.js';
 import { Parameters } from '../shared/parameters.js';
-import { blockingStatus } from '../shared/statuses.js';
 import { COLUMNS, M_COLUMNS, NOW_MS, PARTITION } from './shared.js';
 import { tables } from './tables.js';
 
@@ -91,12 +90,18 @@ ${nextRetryRow(messages, p, lease.outbox, lease.partition)}`,
     );
   }
   // Ready messages of a group whose head waits for a retry (or is parked dead) are flagged
-  // `blocked`; the engine moves them to `held`, so later polls never step over them. The probe
-  // reads `_groups_status` (outbox, group_key, status) for one group key. Each range names its
-  // index (FORCE INDEX): statistics of an empty table must not turn the probe into a scan.
+  // `blocked`; the engine moves them to `held`, so later polls never step over them. Each range
+  // names its index (FORCE INDEX): statistics of an empty table must not turn the probe into a
+  // scan. One probe per blocking status, each an equality on the three columns of
+  // `_groups_status` (outbox, group_key, status): MariaDB's look-up for a correlated subquery
+  // stops at a column compared with `IN`, and then read every pending row of the group, for each
+  // polled row of it (100 rows a probe with 100 pending a group).
+  const blockingStatuses = params.parkDead ? [Status.retry, Status.dead] : [Status.retry];
+  const probe = (status: number) =>
+    `EXISTS (SELECT 1 FROM ${messagesUsing('groups_status', 'h')} WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND h.status = ${status})`;
   const blocked =
     params.ordering === 'group'
-      ? `(m.group_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${messagesUsing('groups_status', 'h')} WHERE h.outbox = m.outbox AND h.group_key = m.group_key AND ${blockingStatus(params.parkDead, 'h.status')}))`
+      ? `(m.group_key IS NOT NULL AND (${blockingStatuses.map(probe).join(' OR ')}))`
       : '0';
   // Retries due from `_retry` (outbox, partition, status, next_attempt_at), then ready rows from
   // `_ready` (outbox, partition, status, id), each a range of one index read in its order.
