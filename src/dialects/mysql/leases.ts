@@ -68,9 +68,19 @@ ON DUPLICATE KEY UPDATE
 export function lockLeaseRow(leases: string, outbox: string, partition: number): SqlQuery {
   const p = Parameters.positional();
   return p.query(
-    `SELECT epoch FROM ${leases} WHERE outbox = ${p.add(outbox)} AND ${PARTITION} = ${p.add(partition)} FOR UPDATE`,
+    `SELECT owner, epoch FROM ${leases} WHERE outbox = ${p.add(outbox)} AND ${PARTITION} = ${p.add(partition)} FOR UPDATE`,
     true,
   );
+}
+
+/**
+ * Whether the row {@link lockLeaseRow} returned is still the token's lease. The lock read the row's
+ * current version and holds it until the transaction ends, so a renewal fenced on the same owner
+ * and epoch after it matches exactly when this says so: no read back is needed.
+ */
+export function lockedLeaseIs(rows: readonly Row[], lease: LeaseToken): boolean {
+  const row = rows[0];
+  return row !== undefined && row.owner === lease.owner && Number(row.epoch) === lease.epoch;
 }
 
 /** The renewal, also a statement of a settle; {@link leaseRow} reads whether it held. */

@@ -11,7 +11,7 @@ import {
 } from '../../core/sql.js';
 import { Parameters } from '../shared/parameters.js';
 import { blockingStatus } from '../shared/statuses.js';
-import { leaseRow, lockLeaseRow, renewQuery } from './leases.js';
+import { lockedLeaseIs, lockLeaseRow, renewQuery } from './leases.js';
 import { byIds, fence, NOW_MS, TALLY_COLUMNS } from './shared.js';
 import { tables, type Tables } from './tables.js';
 
@@ -20,9 +20,9 @@ import { tables, type Tables } from './tables.js';
  * the groups it unblocked), and moving the ready rows of blocked groups out of the poll's way.
  *
  * Locking: a settle is one transaction. It locks the partition's lease row first, whoever holds
- * it (`lockLeaseRow`: a takeover, and a settle of another holder, wait until the settle ends), renews
- * the lease and reads the row back: no row, the lease was lost, and every later statement, fenced
- * on the lease, writes nothing. It then locks the rows it settles
+ * it (`lockLeaseRow`: a takeover, and a settle of another holder, wait until the settle ends), and
+ * reads from that locked row whether the lease is still its own (`lockedLeaseIs`); it renews the
+ * lease; when lost, every later statement, fenced on the lease, writes nothing. It then locks the rows it settles
  * (`SELECT … FOR UPDATE` by primary key), so the tally it writes next and the change after it see
  * the same rows whatever the isolation level (an admin `discard()` locks them the same way first).
  * The groups it unblocks are released by statements of their own, after the head changed.
@@ -42,7 +42,6 @@ export function settle(table: QualifiedName, params: SettleParams): Batch<Settle
   const statements: SqlQuery[] = [
     lockLeaseRow(t.leases, lease.outbox, lease.partition),
     renewQuery(t.leases, lease, params.ttl),
-    leaseRow(t.leases, lease),
   ];
   const settled = [...params.delivered, ...params.failed.map((f) => f.id)];
   if (settled.length > 0) {
@@ -56,8 +55,7 @@ export function settle(table: QualifiedName, params: SettleParams): Batch<Settle
   const unblocking = params.unblockedGroups.length > 0;
   if (unblocking) statements.push(...unhold(t, lease.outbox, params.unblockedGroups, params.parkDead));
   return batch(statements, (results) => ({
-    // The lease row read back after the renewal: none when the lease was lost.
-    leaseHeld: (results[2]?.length ?? 0) > 0,
+    leaseHeld: lockedLeaseIs(results[0] ?? [], lease),
     // The rows the unhold locked, second to last: the ids released.
     released: unblocking ? readIds(results[results.length - 2] ?? []) : [],
   }));
