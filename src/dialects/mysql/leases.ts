@@ -83,7 +83,10 @@ export function lockedLeaseIs(rows: readonly Row[], lease: LeaseToken): boolean 
   return row !== undefined && row.owner === lease.owner && Number(row.epoch) === lease.epoch;
 }
 
-/** The renewal, also a statement of a settle; {@link leaseRow} reads whether it held. */
+/**
+ * The renewal, also a statement of a settle. Whether it held: {@link leaseRow} after it, or, where
+ * the lease row was locked first, {@link lockedLeaseIs}.
+ */
 export function renewQuery(leases: string, lease: LeaseToken, ttl: number): SqlQuery {
   const p = Parameters.positional();
   return p.query(
@@ -109,15 +112,9 @@ export function leaseRow(leases: string, lease: LeaseToken): SqlQuery {
  * order; at READ COMMITTED it passes over a row another transaction holds whose last committed
  * version is not one of these leases, so it waits only for the leases it renews.
  */
-function renewAll(leases: string, outbox: string, tokens: readonly LeaseToken[], ttl: number): SqlQuery[] {
+function renewAll(leases: string, tokens: readonly LeaseToken[], ttl: number): SqlQuery[] {
   if (tokens.length === 0) return [];
-  const held = (p: Parameters) =>
-    `outbox = ${p.add(outbox)} AND (${tokens
-      .map(
-        (l) =>
-          `(${PARTITION} = ${p.add(l.partition)} AND owner = ${p.add(l.owner)} AND epoch = ${p.add(l.epoch)})`,
-      )
-      .join(' OR ')})`;
+  const held = (p: Parameters) => tokens.map((lease) => `(${ownsLease(p, lease)})`).join(' OR ');
   const u = Parameters.positional();
   const update = u.query(
     `UPDATE ${leases} SET lease_until = ${NOW_MS} + ${u.add(ttl)} WHERE ${held(u)}`,
@@ -185,7 +182,7 @@ export function heartbeat(
     options === undefined ? '' : upkeepDue(look, table, outbox, options.recountEvery)
   }`,
       ),
-      ...renewAll(leases, outbox, renew, ttl),
+      ...renewAll(leases, renew, ttl),
     ],
     (results) => {
       const row = results[2]![0]!;

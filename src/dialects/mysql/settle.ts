@@ -22,8 +22,8 @@ import { tables, type Tables } from './tables.js';
  * Locking: a settle is one transaction. It locks the partition's lease row first, whoever holds
  * it (`lockLeaseRow`: a takeover, and a settle of another holder, wait until the settle ends), and
  * reads from that locked row whether the lease is still its own (`lockedLeaseIs`); it renews the
- * lease; when lost, every later statement, fenced on the lease, writes nothing. It then locks the rows it settles
- * (`SELECT … FOR UPDATE` by primary key), so the tally it writes next and the change after it see
+ * lease; when lost, every later statement, fenced on the lease, writes nothing. It then locks the
+ * rows it settles (`SELECT … FOR UPDATE` by primary key), so the tally it writes next and the change after it see
  * the same rows whatever the isolation level (an admin `discard()` locks them the same way first).
  * The groups it unblocks are released by statements of their own, after the head changed.
  *
