@@ -40,6 +40,7 @@ export {
   type DeliveryContext,
   type DeliveryOutcome,
 } from './core/relay.js';
+export { payloadJson } from './core/payload.js';
 export {
   OutboxerError,
   DeliveryError,

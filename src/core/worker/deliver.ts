@@ -1,5 +1,6 @@
 import type { LeaseToken, PolledEnvelope } from '../dialect.js';
-import type { DeliveryOutcome, Envelope } from '../relay.js';
+import { relayEnvelope } from '../payload.js';
+import type { DeliveryOutcome } from '../relay.js';
 import { normalizeOutcomes, planSettlement, type Settlement } from '../settlement.js';
 import { channels, emit } from '../telemetry.js';
 import type { WorkerDeps } from './deps.js';
@@ -22,7 +23,7 @@ export async function deliver(
     outbox: outbox.name,
     partition: options.lease.partition,
     size: batch.length,
-    messages: batch.map(publicEnvelope),
+    messages: batch.map(relayEnvelope),
   }));
 
   const keeper = keepLeaseDuringDelivery(deps, options.lease, databaseWork);
@@ -30,7 +31,7 @@ export async function deliver(
   let result: { returned: readonly DeliveryOutcome[] | void } | { thrown: unknown };
   try {
     result = {
-      returned: await destination.deliver(batch.map(publicEnvelope), {
+      returned: await destination.deliver(batch.map(relayEnvelope), {
         outbox: outbox.name,
         partition: options.lease.partition,
         ordering: outbox.ordering,
@@ -68,25 +69,4 @@ export async function deliver(
     duration: performance.now() - started,
   }));
   return settlement;
-}
-
-/**
- * The relay sees the envelope without the engine's bookkeeping fields. Spelled out: a rest spread
- * that leaves out two keys cost a draining relay a small but measurable share of its time.
- */
-function publicEnvelope(m: PolledEnvelope): Envelope {
-  return {
-    id: m.id,
-    outbox: m.outbox,
-    type: m.type,
-    groupKey: m.groupKey,
-    partition: m.partition,
-    payload: m.payload,
-    headers: m.headers,
-    attempts: m.attempts,
-    lastError: m.lastError,
-    nextAttemptAt: m.nextAttemptAt,
-    failingSince: m.failingSince,
-    insertedAt: m.insertedAt,
-  };
 }

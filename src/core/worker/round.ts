@@ -82,7 +82,10 @@ export class Pipeline {
   }
 }
 
-/** Rows decoded per turn of the event loop: a batch of large payloads is not parsed in one go. */
+/**
+ * Rows read into envelopes per turn of the event loop (their headers parsed; a payload waits for
+ * its first read, core/payload.ts): a large batch is not read in one go.
+ */
 const DECODE_SLICE = 200;
 
 const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve));
@@ -317,7 +320,7 @@ function watchFailure<T>(promise: Promise<T>): { done: Promise<unknown>; settled
   };
 }
 
-/** Parses the payloads of a batch, {@link DECODE_SLICE} messages per turn of the event loop. */
+/** Reads the rows of a batch into envelopes, {@link DECODE_SLICE} per turn of the event loop. */
 async function decode(polled: readonly PolledMessage[]): Promise<PolledEnvelope[]> {
   const envelopes: PolledEnvelope[] = [];
   for (let start = 0; start < polled.length; start += DECODE_SLICE) {

@@ -7,6 +7,7 @@ import type {
   PolledMessage,
   RecordedConfiguration,
 } from '../../core/dialect.js';
+import { StoredPayloadEnvelope, type Writable } from '../../core/payload.js';
 import type { Ordering } from '../../core/relay.js';
 import type { Row, Statement, StatusValue } from '../../core/sql.js';
 import type { Parameters } from './parameters.js';
@@ -46,24 +47,36 @@ export function readDate(value: unknown): Date | null {
   return value instanceof Date ? value : new Date(Number(value));
 }
 
-/** A row of a poll or a listing (the dialects select the same columns) as an envelope. */
+/**
+ * A row of a poll or a listing (the dialects select the same columns) as an envelope, whose
+ * payload is parsed on its first read when the driver returned the stored text (core/payload.ts).
+ */
 export function readEnvelope(row: Row, outbox: string): PolledEnvelope {
-  return {
-    id: Number(row.id),
-    outbox,
-    type: (row.type as string | null) ?? null,
-    groupKey: (row.group_key as string | null) ?? null,
-    partition: Number(row.partition),
-    payload: parseJsonColumn(row.payload),
-    headers: parseHeaders(row.headers),
-    attempts: Number(row.attempts),
-    lastError: (row.last_error as string | null) ?? null,
-    nextAttemptAt: readDate(row.next_attempt_at),
-    failingSince: readDate(row.failing_since),
-    insertedAt: readDate(row.inserted_at)!,
-    status: Number(row.status) as StatusValue,
-    blocked: row.blocked === true || row.blocked === 1,
-  };
+  return new RowEnvelope(row, outbox);
+}
+
+class RowEnvelope extends StoredPayloadEnvelope implements PolledEnvelope {
+  declare readonly status: StatusValue;
+  declare readonly blocked: boolean;
+
+  constructor(row: Row, outbox: string) {
+    super();
+    const fields = this as Writable<PolledEnvelope>;
+    fields.id = Number(row.id);
+    fields.outbox = outbox;
+    fields.type = (row.type as string | null) ?? null;
+    fields.groupKey = (row.group_key as string | null) ?? null;
+    fields.partition = Number(row.partition);
+    this.storePayload(row.payload);
+    fields.headers = parseHeaders(row.headers);
+    fields.attempts = Number(row.attempts);
+    fields.lastError = (row.last_error as string | null) ?? null;
+    fields.nextAttemptAt = readDate(row.next_attempt_at);
+    fields.failingSince = readDate(row.failing_since);
+    fields.insertedAt = readDate(row.inserted_at)!;
+    fields.status = Number(row.status) as StatusValue;
+    fields.blocked = row.blocked === true || row.blocked === 1;
+  }
 }
 
 /** A polled row, read as far as choosing a batch needs; the payload waits for {@link envelope}. */

@@ -2,6 +2,7 @@
  * From outbox messages to Kafka records: topic, key, value, headers, size, partition, and how the
  * records of a batch are cut into sends.
  */
+import { payloadJson } from '../../core/payload.js';
 import type { Ordering } from '../../core/options.js';
 import { DeliveryError, PermanentError } from '../../core/errors.js';
 import { orderingKey, type Envelope } from '../../core/relay.js';
@@ -110,7 +111,7 @@ function topicFor(
 /** The payload as JSON bytes, or why it cannot be. */
 function jsonValue(envelope: Envelope): Buffer | Error {
   try {
-    return Buffer.from(JSON.stringify(envelope.payload) ?? 'null', 'utf8');
+    return Buffer.from(payloadJson(envelope), 'utf8');
   } catch (error) {
     const message = `The payload of message ${envelope.id} cannot be encoded as JSON: ${(error as Error).message}`;
     return new PermanentError(message, { cause: error });

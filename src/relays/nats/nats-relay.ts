@@ -1,3 +1,4 @@
+import { payloadJson } from '../../core/payload.js';
 import { PermanentError } from '../../core/errors.js';
 import type { DeliveryOutcome, Envelope, Relay } from '../../core/relay.js';
 import { CheckedNames } from '../shared/checked-names.js';
@@ -90,7 +91,7 @@ async function publishOne(
     };
   }
   try {
-    await options.jetstream.publish(subject, JSON.stringify(envelope.payload), {
+    await options.jetstream.publish(subject, payloadJson(envelope), {
       msgID,
       headers,
       timeout: options.timeout,

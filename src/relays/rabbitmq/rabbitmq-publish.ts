@@ -2,6 +2,7 @@
  * Publishing one wave on the confirm channel and reading the broker's answer for each message:
  * ack (delivered), nack, return (unroutable), or the channel closing under it.
  */
+import { payloadJson } from '../../core/payload.js';
 import { DeliveryError, PermanentError } from '../../core/errors.js';
 import type { DeliveryOutcome, Envelope } from '../../core/relay.js';
 import { within } from '../shared/deadline.js';
@@ -66,7 +67,7 @@ export function toAmqpMessage(envelope: Envelope, options: ResolvedRabbitMqOptio
     mandatory: options.mandatory,
   };
   if (envelope.type !== null) properties.type = envelope.type;
-  return { routingKey, content: Buffer.from(JSON.stringify(envelope.payload), 'utf8'), properties };
+  return { routingKey, content: Buffer.from(payloadJson(envelope), 'utf8'), properties };
 }
 
 function messageIdOf(envelope: Envelope, options: ResolvedRabbitMqOptions): string {

@@ -2,6 +2,7 @@
  * The part of ioredis the relay uses, described structurally so that `outboxer/redis-streams`
  * imports nothing from ioredis; the entry layout; and what Redis errors mean for outboxer.
  */
+import { payloadJson } from '../../core/payload.js';
 import { DeliveryError, OutboxerError } from '../../core/errors.js';
 import type { Envelope } from '../../core/relay.js';
 import { standardHeaders } from '../shared/headers.js';
@@ -55,12 +56,7 @@ export function entryFields(envelope: Envelope): string[] {
   const fields = ['id', String(envelope.id), 'outbox', envelope.outbox];
   if (envelope.type !== null) fields.push('type', envelope.type);
   if (envelope.groupKey !== null) fields.push('groupKey', envelope.groupKey);
-  fields.push(
-    'payload',
-    JSON.stringify(envelope.payload),
-    'headers',
-    JSON.stringify(standardHeaders(envelope)),
-  );
+  fields.push('payload', payloadJson(envelope), 'headers', JSON.stringify(standardHeaders(envelope)));
   return fields;
 }
 

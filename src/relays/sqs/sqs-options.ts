@@ -1,4 +1,4 @@
-import { OutboxerError } from '../../core/errors.js';
+import { payloadJson } from '../../core/payload.js';
 import { integerOption, invalidOption, rejectUnknownKeys } from '../../core/options.js';
 import type { DeliveryContext, Envelope } from '../../core/relay.js';
 import { isSqsCommands, type SqsClientLike, type SqsCommands } from './sqs-client.js';
@@ -154,8 +154,5 @@ function optionalFunction(option: string, value: unknown): ((...args: never[]) =
 }
 
 function defaultBody(envelope: Envelope): string {
-  const body = JSON.stringify(envelope.payload);
-  if (body === undefined)
-    throw new OutboxerError('PAYLOAD_NOT_ENCODABLE', 'The payload encodes to nothing in JSON.');
-  return body;
+  return payloadJson(envelope);
 }

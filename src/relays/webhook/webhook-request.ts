@@ -1,3 +1,4 @@
+import { payloadJson } from '../../core/payload.js';
 import { PermanentError, redactCredentials } from '../../core/errors.js';
 import type { Envelope } from '../../core/relay.js';
 import { OUTBOXER_HEADERS, standardHeaders } from '../shared/headers.js';
@@ -166,13 +167,11 @@ export function buildHeaders(parts: HeaderParts): Record<string, string> {
  * @throws PermanentError when a body function throws or returns something JSON cannot encode.
  */
 export function encodeBody(envelope: Envelope, body: WebhookBody): string {
-  if (body === 'payload') return JSON.stringify(envelope.payload) ?? 'null';
+  if (body === 'payload') return payloadJson(envelope);
   if (body === 'standard') {
-    return JSON.stringify({
-      type: envelope.type,
-      timestamp: envelope.insertedAt.toISOString(),
-      data: envelope.payload ?? null,
-    });
+    // JSON.stringify({ type, timestamp, data }) with the payload's stored text spliced in.
+    const head = `{"type":${JSON.stringify(envelope.type)},"timestamp":"${envelope.insertedAt.toISOString()}","data":`;
+    return `${head}${payloadJson(envelope)}}`;
   }
   let json: string | undefined;
   try {
