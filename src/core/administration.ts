@@ -22,6 +22,7 @@ import { explainMissingSchema } from './errors.js';
 import type { Instance } from './instance.js';
 import { checkIds, listLimit } from './limits.js';
 import { integerOption, invalidOption, rejectUnknownKeys, type ResolvedOutbox } from './options.js';
+import { publicEnvelope } from './payload.js';
 import type { Envelope } from './relay.js';
 import type { SqlQuery } from './sql.js';
 import { queriesOf, readResults, Status, type Batch, type StatusValue } from './sql.js';
@@ -147,16 +148,16 @@ export class Administration {
     const o = this.instance.outbox(outbox);
     const limit = listLimit(requested);
     const envelopes = await run(this.adapter, this.adapter.dialect.list(o.table, o.name, which, limit));
-    return envelopes.map(({ status: _s, blocked: _b, ...envelope }) => envelope);
+    return envelopes.map(publicEnvelope);
   }
 
   async findMessages(outbox: string, options: FindMessagesOptions): Promise<MessagePage> {
     const o = this.instance.outbox(outbox);
     const filter = checkFindOptions(options);
     const found = await run(this.adapter, this.adapter.dialect.findMessages(o.table, o.name, filter));
-    const messages = found.messages.map(({ status, blocked: _b, ...envelope }) => ({
-      ...envelope,
-      state: STATES[status],
+    const messages = found.messages.map((envelope) => ({
+      ...publicEnvelope(envelope),
+      state: STATES[envelope.status],
     }));
     const last = messages[messages.length - 1];
     const next =

@@ -1,7 +1,7 @@
 import { inspect } from 'node:util';
 import fc from 'fast-check';
 import { describe, expect, test } from 'vitest';
-import { payloadJson, relayEnvelope, StoredPayloadEnvelope, type Writable } from './payload.js';
+import { payloadJson, publicEnvelope, relayEnvelope, RowEnvelope } from './payload.js';
 import type { Envelope } from './relay.js';
 
 const FIELDS = {
@@ -19,15 +19,12 @@ const FIELDS = {
   insertedAt: new Date(0),
 };
 
-class Polled extends StoredPayloadEnvelope {
+class Polled extends RowEnvelope {
   constructor(text: string) {
     super();
-    const fields = this as Writable<Envelope>;
-    for (const [name, value] of Object.entries(FIELDS)) {
-      if (name === 'payload') this.storePayload(text);
-      else (fields as Record<string, unknown>)[name] = value;
-    }
-    Object.assign(this, { status: 0, blocked: false });
+    const { payload: _stored, ...fields } = FIELDS;
+    Object.assign(this, fields, { status: 0, blocked: false });
+    this.storePayload(text);
   }
 }
 
@@ -113,6 +110,13 @@ describe('relayEnvelope', () => {
     expect(inspect(envelope)).toBe(inspect(plain));
     expect(JSON.stringify(envelope)).toBe(JSON.stringify(plain));
     expect(structuredClone(envelope)).toEqual(plain);
+  });
+
+  test('a listing gets a plain object, its payload parsed', () => {
+    const listed = publicEnvelope(polled(STORED));
+    expect(Object.getPrototypeOf(listed)).toBe(Object.prototype);
+    expect(Object.getOwnPropertyDescriptor(listed, 'payload')?.value).toEqual({ orderId: 7, items: [1, 2] });
+    expect(Object.keys(listed)).toEqual(Object.keys(FIELDS));
   });
 
   test('keeps a payload the driver already parsed', () => {

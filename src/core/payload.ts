@@ -28,12 +28,50 @@ class StoredPayload {
 export type Writable<T> = { -readonly [K in keyof T]: T[K] };
 
 /**
- * An envelope whose payload may still be the text the outbox stored. The payload is an own
- * enumerable accessor (one getter shared by all), so a spread or `Object.assign` copy reads it
- * like any other field; the stored text is a private field, so no copy, equality check or log
- * shows it, and only the envelope the engine made can hand it to {@link payloadJson}.
+ * The engine's envelope of a polled or listed row: its payload a getter on the prototype over the
+ * stored text, parsed on first read. Internal: a spread or `Object.assign` copy leaves the
+ * payload out, so it reaches users only through {@link relayEnvelope} or {@link publicEnvelope}.
  */
-export class StoredPayloadEnvelope implements Envelope {
+export class RowEnvelope implements Envelope {
+  declare readonly id: number;
+  declare readonly outbox: string;
+  declare readonly type: string | null;
+  declare readonly groupKey: string | null;
+  declare readonly partition: number;
+  declare readonly headers: Headers;
+  declare readonly attempts: number;
+  declare readonly lastError: string | null;
+  declare readonly nextAttemptAt: Date | null;
+  declare readonly failingSince: Date | null;
+  declare readonly insertedAt: Date;
+  #stored: StoredPayload | undefined;
+
+  get payload(): unknown {
+    return this.#stored?.read();
+  }
+
+  /** Sets the payload: the stored JSON text, parsed on the first read, or a value a driver parsed. */
+  protected storePayload(column: unknown): void {
+    this.#stored =
+      typeof column === 'string'
+        ? new StoredPayload(column, undefined)
+        : new StoredPayload(undefined, column);
+  }
+
+  /** The payload of `envelope` when it is one of these, to share with its relay envelope. */
+  static storedOf(envelope: Envelope): StoredPayload | undefined {
+    return #stored in envelope ? envelope.#stored : undefined;
+  }
+}
+
+/**
+ * An envelope as a relay receives it: the public fields of a polled message in the order of
+ * {@link Envelope}, none of the engine's, and the polled message's payload (parsed once for both).
+ * The payload is an own enumerable accessor (one getter shared by all), so a spread or
+ * `Object.assign` copy reads it like any other field; the stored text is a private field, so no
+ * copy, equality check or log shows it, and only this envelope can hand it to {@link payloadJson}.
+ */
+class RelayEnvelope implements Envelope {
   declare readonly id: number;
   declare readonly outbox: string;
   declare readonly type: string | null;
@@ -49,35 +87,36 @@ export class StoredPayloadEnvelope implements Envelope {
   #stored: StoredPayload | undefined;
 
   static readonly #payloadProperty: PropertyDescriptor = {
-    get(this: StoredPayloadEnvelope): unknown {
+    get(this: RelayEnvelope): unknown {
       return this.#stored!.read();
     },
     enumerable: true,
   };
 
-  /**
-   * Sets the payload, in its place among the fields: the stored JSON text, parsed on the first
-   * read, or a value a driver parsed already.
-   */
-  protected storePayload(stored: unknown): void {
-    if (typeof stored === 'string') this.#lazy(new StoredPayload(stored, undefined));
-    else (this as Writable<Envelope>).payload = stored;
-  }
-
-  /** Sets the payload to `envelope`'s: shared, still unparsed, when it is one of these. */
-  protected sharePayload(envelope: Envelope): void {
-    if (#stored in envelope && envelope.#stored !== undefined) this.#lazy(envelope.#stored);
-    else (this as Writable<Envelope>).payload = envelope.payload;
-  }
-
-  #lazy(stored: StoredPayload): void {
-    this.#stored = stored;
-    Object.defineProperty(this, 'payload', StoredPayloadEnvelope.#payloadProperty);
+  constructor(m: Envelope) {
+    const fields = this as Writable<Envelope>;
+    fields.id = m.id;
+    fields.outbox = m.outbox;
+    fields.type = m.type;
+    fields.groupKey = m.groupKey;
+    fields.partition = m.partition;
+    const stored = RowEnvelope.storedOf(m);
+    if (stored === undefined) fields.payload = m.payload;
+    else {
+      this.#stored = stored;
+      Object.defineProperty(this, 'payload', RelayEnvelope.#payloadProperty);
+    }
+    fields.headers = m.headers;
+    fields.attempts = m.attempts;
+    fields.lastError = m.lastError;
+    fields.nextAttemptAt = m.nextAttemptAt;
+    fields.failingSince = m.failingSince;
+    fields.insertedAt = m.insertedAt;
   }
 
   /** The payload's stored text, when `envelope` is one of these and nothing has read the payload. */
   static storedText(envelope: object): string | undefined {
-    return #stored in envelope ? (envelope as StoredPayloadEnvelope).#stored?.text : undefined;
+    return #stored in envelope ? (envelope as RelayEnvelope).#stored?.text : undefined;
   }
 
   /** `console.log` shows the fields and the parsed payload, as it would of a plain object. */
@@ -86,32 +125,27 @@ export class StoredPayloadEnvelope implements Envelope {
   }
 }
 
-/**
- * An envelope as a relay receives it: the public fields of a polled message in the order of
- * {@link Envelope}, none of the engine's, and the polled message's payload (parsed once for both).
- */
-class RelayEnvelope extends StoredPayloadEnvelope {
-  constructor(m: Envelope) {
-    super();
-    const fields = this as Writable<Envelope>;
-    fields.id = m.id;
-    fields.outbox = m.outbox;
-    fields.type = m.type;
-    fields.groupKey = m.groupKey;
-    fields.partition = m.partition;
-    this.sharePayload(m);
-    fields.headers = m.headers;
-    fields.attempts = m.attempts;
-    fields.lastError = m.lastError;
-    fields.nextAttemptAt = m.nextAttemptAt;
-    fields.failingSince = m.failingSince;
-    fields.insertedAt = m.insertedAt;
-  }
-}
-
 /** The envelope a relay receives for a polled message. */
 export function relayEnvelope(m: Envelope): Envelope {
   return new RelayEnvelope(m);
+}
+
+/** A plain object of an envelope's public fields, its payload parsed: what an operator's listing returns. */
+export function publicEnvelope(m: Envelope): Envelope {
+  return {
+    id: m.id,
+    outbox: m.outbox,
+    type: m.type,
+    groupKey: m.groupKey,
+    partition: m.partition,
+    payload: m.payload,
+    headers: m.headers,
+    attempts: m.attempts,
+    lastError: m.lastError,
+    nextAttemptAt: m.nextAttemptAt,
+    failingSince: m.failingSince,
+    insertedAt: m.insertedAt,
+  };
 }
 
 /**
@@ -124,5 +158,5 @@ export function relayEnvelope(m: Envelope): Envelope {
  * const body = payloadJson(envelope); // the text of JSON.stringify(envelope.payload)
  */
 export function payloadJson(envelope: Envelope): string {
-  return StoredPayloadEnvelope.storedText(envelope) ?? JSON.stringify(envelope.payload) ?? 'null';
+  return RelayEnvelope.storedText(envelope) ?? JSON.stringify(envelope.payload) ?? 'null';
 }

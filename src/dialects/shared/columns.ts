@@ -7,7 +7,7 @@ import type {
   PolledMessage,
   RecordedConfiguration,
 } from '../../core/dialect.js';
-import { StoredPayloadEnvelope, type Writable } from '../../core/payload.js';
+import { RowEnvelope, type Writable } from '../../core/payload.js';
 import type { Ordering } from '../../core/relay.js';
 import type { Row, Statement, StatusValue } from '../../core/sql.js';
 import type { Parameters } from './parameters.js';
@@ -52,16 +52,16 @@ export function readDate(value: unknown): Date | null {
  * payload is parsed on its first read when the driver returned the stored text (core/payload.ts).
  */
 export function readEnvelope(row: Row, outbox: string): PolledEnvelope {
-  return new RowEnvelope(row, outbox);
+  return new PolledRowEnvelope(row, outbox);
 }
 
-class RowEnvelope extends StoredPayloadEnvelope implements PolledEnvelope {
+class PolledRowEnvelope extends RowEnvelope implements PolledEnvelope {
   declare readonly status: StatusValue;
   declare readonly blocked: boolean;
 
   constructor(row: Row, outbox: string) {
     super();
-    const fields = this as Writable<PolledEnvelope>;
+    const fields = this as Writable<Omit<PolledEnvelope, 'payload'>>;
     fields.id = Number(row.id);
     fields.outbox = outbox;
     fields.type = (row.type as string | null) ?? null;
