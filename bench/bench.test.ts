@@ -54,6 +54,7 @@ describe('npm run bench, BENCH_QUICK=1', () => {
       '`counts()` on',
       'Prune delivered rows',
       'Prune with nothing older than the window',
+      'Pickup latency, published by the relaying instance',
       'Pickup latency, `notify: true`',
       'peak RSS',
       'pg-boss',

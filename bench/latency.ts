@@ -1,9 +1,9 @@
 /**
  * Pickup latency: from the moment COMMIT returns to the publisher to the moment the relay is
- * called with the message. On a database with NOTIFY: the default polling (pollInterval 1000 ms)
- * and `notify: true`. Without it (MySQL): a message published by the relaying instance itself
- * (its workers are woken in-process, src/core/local-wakeups.ts), and one published by another
- * instance at pollInterval 1000 and 100 ms, which waits for the next poll.
+ * called with the message. Without NOTIFY (MySQL, and Postgres with `notify` off, its default): a
+ * message published by the relaying instance itself (its workers are woken in-process,
+ * src/core/local-wakeups.ts), and one published by another instance, which waits for the next
+ * poll (pollInterval 1000 ms, and 100 ms on MySQL). On Postgres also `notify: true`.
  */
 import { Outboxer, batchRelay } from 'outboxer';
 import { addRow, type BenchContext } from './context.js';
@@ -73,16 +73,24 @@ async function measure<Tx>(ctx: BenchContext<BenchDatabase<Tx>>, c: Case, count:
 
 export async function latencyRows<Tx>(ctx: BenchContext<BenchDatabase<Tx>>): Promise<void> {
   const count = rows(ctx.settings, 300, 20);
+  const local: Case = {
+    what: 'Pickup latency, published by the relaying instance (in-process wake-up)',
+    key: 'local',
+    notify: false,
+    pollInterval: 1000,
+    publisher: 'relaying',
+  };
+  const polled: Case = {
+    what: 'Pickup latency, published by another instance, `pollInterval: 1000`',
+    key: 'poll',
+    notify: false,
+    pollInterval: 1000,
+    publisher: 'other',
+  };
   const cases: Case[] = ctx.db.dialect.capabilities.notifications
-    ? // Postgres wakes no worker in-process (NOTIFY does that): which instance publishes is moot.
-      [
-        {
-          what: 'Pickup latency, polling (`pollInterval: 1000`)',
-          key: 'poll',
-          notify: false,
-          pollInterval: 1000,
-          publisher: 'relaying',
-        },
+    ? [
+        local,
+        polled,
         {
           what: 'Pickup latency, `notify: true`',
           key: 'notify',
@@ -92,20 +100,8 @@ export async function latencyRows<Tx>(ctx: BenchContext<BenchDatabase<Tx>>): Pro
         },
       ]
     : [
-        {
-          what: 'Pickup latency, published by the relaying instance (in-process wake-up)',
-          key: 'local',
-          notify: false,
-          pollInterval: 1000,
-          publisher: 'relaying',
-        },
-        {
-          what: 'Pickup latency, published by another instance, `pollInterval: 1000`',
-          key: 'poll',
-          notify: false,
-          pollInterval: 1000,
-          publisher: 'other',
-        },
+        local,
+        polled,
         {
           what: 'Pickup latency, published by another instance, `pollInterval: 100`',
           key: 'poll100',

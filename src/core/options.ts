@@ -66,7 +66,8 @@ export interface OutboxOptions {
    * idle worker then sleeps until a notification instead of polling every `pollInterval` (the
    * heartbeat finds, every `leaseTimeout / 3`, a message no notification announced), and
    * partitions handed back are taken by the other relays at once. Refused on MySQL and SQLite,
-   * which have no notifications. Default false.
+   * which have no notifications. Default false: then a relaying instance still wakes its own
+   * workers after it publishes (in-process), and other instances' messages wait for the next poll.
    */
   notify?: boolean;
   /** Postgres: serialise publishers of one group key with an advisory lock. Default false. */

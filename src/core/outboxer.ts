@@ -23,6 +23,7 @@ import { Inbox } from './inbox/inbox.js';
 import { inboxTables, resolveInboxes, type ResolvedInbox } from './inbox/options.js';
 import { InboxPruner } from './inbox/pruner.js';
 import { Instance } from './instance.js';
+import { notifies } from './local-wakeups.js';
 import { isMessage, type Message } from './message.js';
 import {
   INSTANCE_KEYS,
@@ -99,12 +100,13 @@ export class Outboxer<Tx = unknown, Sync extends boolean = false> {
     const shared = this.instance as Instance<unknown, boolean>;
     this.administration = new Administration(shared);
     this.relaying = new RelayingNode(shared, (outbox) => this.administration.prune(outbox));
-    // In-process wake-ups stand in for NOTIFY where the database has none, on an instance that
-    // relays; elsewhere publish does not even collect the partitions it wrote.
+    // In-process wake-ups stand in for NOTIFY where an outbox goes without it (MySQL and SQLite
+    // have none; on Postgres, `notify` is off by default), on an instance that relays; elsewhere
+    // publish does not even collect the partitions it wrote.
     const wakesItself =
-      !options.database.dialect.capabilities.notifications &&
       this.settings.relay &&
-      this.settings.testing !== 'manual';
+      this.settings.testing !== 'manual' &&
+      [...outboxes.values()].some((o) => !notifies(options.database, o));
     this.publisher = new Publisher(
       this.instance,
       options.publishHeaders,

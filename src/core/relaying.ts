@@ -10,7 +10,7 @@ import { OutboxCoordinator } from './coordinator.js';
 import type { Listener } from './database.js';
 import { describeError, OutboxerError } from './errors.js';
 import type { Instance } from './instance.js';
-import { LocalWakeUps } from './local-wakeups.js';
+import { LocalWakeUps, notifies } from './local-wakeups.js';
 import { NOTIFY_CHANNEL, REBALANCE, rebalancePayload } from './notifications.js';
 import type { ResolvedOutbox } from './options.js';
 import type { Relay } from './relay.js';
@@ -140,13 +140,17 @@ export class RelayingNode {
   }
 
   /**
-   * What a publish of this instance wrote (outbox, partition), once its statements ran: on a
-   * database without notifications, a running node wakes its own workers of those partitions
-   * (see local-wakeups.ts). Does nothing otherwise.
+   * What a publish of this instance wrote (outbox, partition), once its statements ran: a running
+   * node wakes its own workers of those partitions whose outbox goes without NOTIFY (see
+   * local-wakeups.ts); NOTIFY wakes the others.
    */
   published(partitions: Iterable<{ readonly outbox: string; readonly partition: number }>): void {
-    if (this.state !== 'running' || this.instance.adapter.dialect.capabilities.notifications) return;
-    this.localWakeUps.published(partitions);
+    if (this.state !== 'running') return;
+    const adapter = this.instance.adapter;
+    const outboxes = this.instance.outboxes;
+    this.localWakeUps.published(
+      [...partitions].filter(({ outbox }) => !notifies(adapter, outboxes.get(outbox))),
+    );
   }
 
   /**

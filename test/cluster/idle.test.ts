@@ -4,7 +4,8 @@
  * and nothing is stranded meanwhile: a publish wakes the worker, a message whose notification was
  * never sent is found by the heartbeat, one published while the listener was cut is found when it
  * reconnects, and a partition handed back by `stop()` is taken by the other node at once (the
- * rebalance notification), long before its coordinator's next tick.
+ * rebalance notification), long before its coordinator's next tick. Without `notify` (SQLite, and
+ * Postgres with it off), what the relaying instance publishes itself wakes its own workers.
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
@@ -219,6 +220,30 @@ describe('hand-over with notify', () => {
       );
     } finally {
       await Promise.all([a.stop(), b.stop()]);
+    }
+  });
+});
+
+describe('Postgres, notify off', () => {
+  test('a message the relaying instance publishes while every worker sleeps for pollInterval is delivered: the in-process wake-up', async () => {
+    const { adapter, counter } = counting(fixture.database);
+    const received: number[] = [];
+    const node = relaying(newTable(), adapter, {
+      notify: false,
+      relay: functionRelay(async (m: Envelope) => void received.push(m.id)),
+    });
+    try {
+      await node.migrate();
+      await node.start();
+      await untilQuiet(counter); // every worker polled once, and sleeps for a minute
+      const ids = await publishInTransaction(
+        fixture,
+        node,
+        Array.from({ length: 8 }, (_, i) => ({ outbox: 'events', payload: i, groupKey: `g${i}` })),
+      );
+      await waitUntil(() => ids.every((id) => received.includes(id)), 5000, 'the woken workers');
+    } finally {
+      await node.stop();
     }
   });
 });
