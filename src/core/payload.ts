@@ -1,4 +1,4 @@
-import type { Envelope, Headers } from './relay.js';
+import type { Envelope } from './relay.js';
 
 /**
  * A polled payload is parsed when something reads it, not when it is polled: a relay that sends
@@ -32,18 +32,12 @@ export type Writable<T> = { -readonly [K in keyof T]: T[K] };
  * stored text, parsed on first read. Internal: a spread or `Object.assign` copy leaves the
  * payload out, so it reaches users only through {@link relayEnvelope} or {@link publicEnvelope}.
  */
+// The fields are declared by the interface of the same name: the constructors of the subclasses
+// set them, in the order of Envelope.
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging, @typescript-eslint/no-empty-object-type
+export interface RowEnvelope extends Omit<Envelope, 'payload'> {}
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 export class RowEnvelope implements Envelope {
-  declare readonly id: number;
-  declare readonly outbox: string;
-  declare readonly type: string | null;
-  declare readonly groupKey: string | null;
-  declare readonly partition: number;
-  declare readonly headers: Headers;
-  declare readonly attempts: number;
-  declare readonly lastError: string | null;
-  declare readonly nextAttemptAt: Date | null;
-  declare readonly failingSince: Date | null;
-  declare readonly insertedAt: Date;
   #stored: StoredPayload | undefined;
 
   get payload(): unknown {
@@ -71,19 +65,10 @@ export class RowEnvelope implements Envelope {
  * `Object.assign` copy reads it like any other field; the stored text is a private field, so no
  * copy, equality check or log shows it, and only this envelope can hand it to {@link payloadJson}.
  */
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging, @typescript-eslint/no-empty-object-type
+interface RelayEnvelope extends Envelope {}
+// eslint-disable-next-line @typescript-eslint/no-unsafe-declaration-merging
 class RelayEnvelope implements Envelope {
-  declare readonly id: number;
-  declare readonly outbox: string;
-  declare readonly type: string | null;
-  declare readonly groupKey: string | null;
-  declare readonly partition: number;
-  declare readonly payload: unknown;
-  declare readonly headers: Headers;
-  declare readonly attempts: number;
-  declare readonly lastError: string | null;
-  declare readonly nextAttemptAt: Date | null;
-  declare readonly failingSince: Date | null;
-  declare readonly insertedAt: Date;
   #stored: StoredPayload | undefined;
 
   static readonly #payloadProperty: PropertyDescriptor = {
