@@ -89,8 +89,8 @@ export interface PolledEnvelope {
 }
 
 /**
- * A polled message before its payload is parsed: a round chooses its batch from these, and parses
- * only what it delivers, a slice at a time.
+ * A polled message, read as far as choosing a batch needs: a round chooses its batch from these,
+ * and reads only what it delivers into envelopes, a slice at a time.
  */
 export interface PolledMessage {
   readonly id: number;
@@ -98,7 +98,7 @@ export interface PolledMessage {
   /** A ready message whose group is blocked by a retrying (or parked) head. */
   readonly blocked: boolean;
   readonly groupKey: string | null;
-  /** Parses the payload and headers. */
+  /** The whole row: its headers parsed, its payload parsed on first read (core/payload.ts). */
   envelope(): PolledEnvelope;
 }
 
