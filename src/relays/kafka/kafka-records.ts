@@ -2,10 +2,10 @@
  * From outbox messages to Kafka records: topic, key, value, headers, size, partition, and how the
  * records of a batch are cut into sends.
  */
-import { payloadJson } from '../../core/payload.js';
 import type { Ordering } from '../../core/options.js';
 import { DeliveryError, PermanentError } from '../../core/errors.js';
 import { orderingKey, type Envelope } from '../../core/relay.js';
+import { payloadJson } from '../../core/payload.js';
 import { CheckedNames } from '../shared/checked-names.js';
 import { standardHeaders } from '../shared/headers.js';
 import { javaPartition } from './kafka-murmur2.js';

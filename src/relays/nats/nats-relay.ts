@@ -1,6 +1,6 @@
-import { payloadJson } from '../../core/payload.js';
 import { PermanentError } from '../../core/errors.js';
 import type { DeliveryOutcome, Envelope, Relay } from '../../core/relay.js';
+import { payloadJson } from '../../core/payload.js';
 import { CheckedNames } from '../shared/checked-names.js';
 import { within } from '../shared/deadline.js';
 import { standardHeaders } from '../shared/headers.js';

@@ -2,9 +2,9 @@
  * Publishing one wave on the confirm channel and reading the broker's answer for each message:
  * ack (delivered), nack, return (unroutable), or the channel closing under it.
  */
-import { payloadJson } from '../../core/payload.js';
 import { DeliveryError, PermanentError } from '../../core/errors.js';
 import type { DeliveryOutcome, Envelope } from '../../core/relay.js';
+import { payloadJson } from '../../core/payload.js';
 import { within } from '../shared/deadline.js';
 import { standardHeaders } from '../shared/headers.js';
 import {

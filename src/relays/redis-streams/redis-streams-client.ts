@@ -2,9 +2,9 @@
  * The part of ioredis the relay uses, described structurally so that `outboxer/redis-streams`
  * imports nothing from ioredis; the entry layout; and what Redis errors mean for outboxer.
  */
-import { payloadJson } from '../../core/payload.js';
 import { DeliveryError, OutboxerError } from '../../core/errors.js';
 import type { Envelope } from '../../core/relay.js';
+import { payloadJson } from '../../core/payload.js';
 import { standardHeaders } from '../shared/headers.js';
 
 /** A pipeline of commands sent in one round trip; `exec` gives `[error, reply]` per command. */

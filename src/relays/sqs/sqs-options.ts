@@ -1,6 +1,6 @@
-import { payloadJson } from '../../core/payload.js';
 import { integerOption, invalidOption, rejectUnknownKeys } from '../../core/options.js';
 import type { DeliveryContext, Envelope } from '../../core/relay.js';
+import { payloadJson } from '../../core/payload.js';
 import { isSqsCommands, type SqsClientLike, type SqsCommands } from './sqs-client.js';
 
 /**

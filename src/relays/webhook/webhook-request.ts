@@ -1,6 +1,6 @@
-import { payloadJson } from '../../core/payload.js';
 import { PermanentError, redactCredentials } from '../../core/errors.js';
 import type { Envelope } from '../../core/relay.js';
+import { payloadJson } from '../../core/payload.js';
 import { OUTBOXER_HEADERS, standardHeaders } from '../shared/headers.js';
 
 /**
