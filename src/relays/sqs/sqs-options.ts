@@ -111,7 +111,7 @@ export function resolveSqsOptions(raw: unknown): ResolvedSqsOptions {
     );
   }
   const body =
-    (optionalFunction('body', options.body) as ResolvedSqsOptions['body'] | undefined) ?? defaultBody;
+    (optionalFunction('body', options.body) as ResolvedSqsOptions['body'] | undefined) ?? payloadJson;
   const name = options.name ?? 'sqs';
   if (typeof name !== 'string' || name.length === 0)
     throw invalidOption('sqsRelay.name', 'a non-empty string', name);
@@ -151,8 +151,4 @@ function optionalFunction(option: string, value: unknown): ((...args: never[]) =
   if (value === undefined) return undefined;
   if (typeof value !== 'function') throw invalidOption(`sqsRelay.${option}`, 'a function', value);
   return value as (...args: never[]) => unknown;
-}
-
-function defaultBody(envelope: Envelope): string {
-  return payloadJson(envelope);
 }
