@@ -3,7 +3,8 @@
  * behind it: our BullMQ relay adds the jobs, a worker runs them through the receiver. A job whose
  * commit fails is not completed (BullMQ retries it) and is handled at its next attempt; jobs the
  * relay adds again after the first ones were completed and removed (a redelivery) have no second
- * effect. No order is checked: BullMQ runs a retried job after those added behind it, whatever the
+ * effect; with `store: true`, a job is completed once stored and the inbox processes it later. No
+ * order is checked: BullMQ runs a retried job after those added behind it, whatever the
  * concurrency (docs/inbox.md says so).
  */
 import { randomBytes } from 'node:crypto';
@@ -22,6 +23,8 @@ import {
   recordEffect,
   type PostgresFixture,
   orderSteps,
+  expectStoredThenProcessed,
+  storingConsumerOf,
 } from './support.js';
 
 const connection = { host: '127.0.0.1', port: 6379 };
@@ -48,11 +51,14 @@ beforeEach(async () => {
 
 const published = orderSteps(6, 2);
 
-test('a job is completed after its commit only; a redelivered job has no second effect', async () => {
+/**
+ * A queue filled by the relay with `published`, through the outbox in `table`; what the relay
+ * added is kept, to add it again as a redelivery of the same batch does.
+ */
+async function relayed(table: string) {
   const name = `orders-${randomBytes(4).toString('hex')}`;
   const queue = new Queue(name, { connection, prefix });
   closing.push(() => queue.obliterate({ force: true }).then(() => queue.close()));
-  // What the relay adds, kept to add it again: what a redelivery of the same batch does.
   const added: Array<Parameters<BullmqQueueLike['addBulk']>[0][number]> = [];
   const recording: BullmqQueueLike = {
     name,
@@ -64,7 +70,7 @@ test('a job is completed after its commit only; a redelivered job has no second 
     logger: false,
     outboxes: {
       orders: {
-        table: 'bullmq_outbox',
+        table,
         relay: bullmqRelay({ queue: recording, jobOptions: { attempts: 5, removeOnComplete: true } }),
       },
     },
@@ -73,6 +79,11 @@ test('a job is completed after its commit only; a redelivered job has no second 
   const ids = (await fixture.transaction((tx) => producer.publishMany(tx, published))).map(String);
   expect((await producer.drain('orders')).pending).toBe(0);
   await producer.close();
+  return { name, ids, added, queue };
+}
+
+test('a job is completed after its commit only; a redelivered job has no second effect', async () => {
+  const { name, ids, added, queue } = await relayed('bullmq_outbox');
 
   const failing = ids[2]!;
   let failedOnce = false;
@@ -140,4 +151,25 @@ test('a job is completed after its commit only; a redelivered job has no second 
   await waitUntil(() => outcomes.length === ids.length, 30_000, 'every job run again');
   expect(outcomes.every((o) => o.duplicate)).toBe(true);
   expect((await effects(fixture)).map((r) => r.message_id)).toEqual(rows.map((r) => r.message_id));
+});
+
+test('store: true completes each job once stored; the inbox processes each once', async () => {
+  const { name, ids } = await relayed('bullmq_stored');
+  const stored = await storingConsumerOf(fixture, runner, 'bullmqStored');
+  runner.failCommit = true; // the first store's commit fails: that job fails, stored at its retry
+  const outcomes: string[] = [];
+  const failures: string[] = [];
+  const worker = new Worker(
+    name,
+    bullmqReceiver({ outboxer: stored, inbox: 'bullmqStored', transaction: runner.transaction, store: true }),
+    { connection, prefix, concurrency: 1 },
+  );
+  closing.push(() => worker.close());
+  worker.on('completed', (job: Job, value: { id: string }) => void outcomes.push(value.id));
+  worker.on('failed', (job, error) => void failures.push(String(error)));
+  await waitUntil(() => outcomes.length === ids.length, 30_000, 'every job completed');
+  await worker.close();
+  expect(failures).toEqual(['Error: the commit failed']);
+  // BullMQ runs the retried job after those added behind it: stored, and so processed, out of group order.
+  await expectStoredThenProcessed(fixture, stored, 'bullmqStored', ids, published, false);
 });

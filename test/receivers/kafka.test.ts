@@ -4,7 +4,8 @@
  * A transaction that fails at commit leaves its record unacknowledged (the group's committed
  * offset stops right at it, nothing later in its partition is handled) and a restarted consumer
  * handles it; the whole topic read again (offsets reset) has no second effect; the effects of each
- * group are in publish order. @platformatic/kafka runs once per installed major (2.x, and 1.x as
+ * group are in publish order; with `store: true`, each record is acknowledged once stored and the
+ * inbox processes them later. @platformatic/kafka runs once per installed major (2.x, and 1.x as
  * platformatic-kafka-v1), the receiver being structural.
  */
 import { subscribe, unsubscribe } from 'node:diagnostics_channel';
@@ -38,11 +39,13 @@ import {
   type PostgresFixture,
   orderSteps,
   expectOncePerMessageInGroupOrder,
+  expectStoredThenProcessed,
+  storingConsumerOf,
 } from './support.js';
 
 /** The options a test gives a receiver; the client's own message type is left to each client. */
 type Options = Omit<KafkaReceiverOptions<never, PgTransactionClient, false>, 'handler'> & {
-  handler: (
+  handler?: (
     message: { id: string; groupKey: string | null; payload: unknown; partition: number; offset: string },
     tx: PgTransactionClient,
   ) => Promise<void>;
@@ -173,29 +176,32 @@ async function acknowledged(group: string, topic: string): Promise<Map<number, b
 }
 const total = (offsets: Map<number, bigint>): number =>
   [...offsets.values()].reduce((a, b) => a + Number(b), 0);
+const untilAcknowledged = (group: string, topic: string, count: number, what: string) =>
+  waitUntil(async () => total(await acknowledged(group, topic)) === count, 30_000, what);
 
 const published = orderSteps(9, 3);
+
+/** A topic of 3 partitions filled by the relay with `published`, through the outbox in `table`. */
+async function relayed(table: string): Promise<{ topic: string; ids: string[] }> {
+  const topic = await createTopic(3);
+  const outboxer = new Outboxer({
+    database: nodePostgres(fixture.pool),
+    testing: 'manual',
+    logger: false,
+    outboxes: { orders: { table, relay: kafkaRelay({ producer: platformaticProducer(producer), topic }) } },
+  });
+  await outboxer.migrate();
+  const ids = (await fixture.transaction((tx) => outboxer.publishMany(tx, published))).map(String);
+  expect((await outboxer.drain('orders')).pending).toBe(0);
+  await outboxer.close();
+  return { topic, ids };
+}
 
 skipUnsupportedLines('the Kafka receiver');
 
 describe.each(clients)('the Kafka receiver with $name', ({ name, consume }) => {
   test('a failed commit is not acknowledged; each record has one effect, in order, read twice', async () => {
-    const topic = await createTopic(3);
-    const outboxer = new Outboxer({
-      database: nodePostgres(fixture.pool),
-      testing: 'manual',
-      logger: false,
-      outboxes: {
-        orders: {
-          table: `kafka_${name.replace(/\W/g, '')}`,
-          relay: kafkaRelay({ producer: platformaticProducer(producer), topic }),
-        },
-      },
-    });
-    await outboxer.migrate();
-    const ids = (await fixture.transaction((tx) => outboxer.publishMany(tx, published))).map(String);
-    expect((await outboxer.drain('orders')).pending).toBe(0);
-    await outboxer.close();
+    const { topic, ids } = await relayed(`kafka_${name.replace(/\W/g, '')}`);
 
     // The 5th message (the second of order:1) fails at commit, every time, until `failing` is cleared.
     const failing = { id: ids[4]!, partition: -1, offset: '', attempts: 0 };
@@ -234,11 +240,7 @@ describe.each(clients)('the Kafka receiver with $name', ({ name, consume }) => {
 
     failingOn = false;
     const second = await consume(topic, group, options);
-    await waitUntil(
-      async () => total(await acknowledged(group, topic)) === ids.length,
-      30_000,
-      'every record acknowledged',
-    );
+    await untilAcknowledged(group, topic, ids.length, 'every record acknowledged');
     await second.stop();
     expect(second.errors).toEqual([]);
     const once = await effects(fixture);
@@ -253,14 +255,30 @@ describe.each(clients)('the Kafka receiver with $name', ({ name, consume }) => {
     duplicates = 0;
     const third = await consume(topic, group, options);
     await waitUntil(() => duplicates === ids.length, 30_000, 'every record seen again');
-    await waitUntil(
-      async () => total(await acknowledged(group, topic)) === ids.length,
-      30_000,
-      'acknowledged again',
-    );
+    await untilAcknowledged(group, topic, ids.length, 'acknowledged again');
     await third.stop();
     expect(third.errors).toEqual([]);
     expect((await effects(fixture)).map((r) => r.message_id)).toEqual(once.map((r) => r.message_id));
+  });
+
+  test('store: true acknowledges each record once stored; the inbox processes them later, in order', async () => {
+    const suffix = name.replace(/\W/g, '');
+    const { topic, ids } = await relayed(`kafka_stored_${suffix}`);
+    const inbox = `kafkaStored_${suffix}`;
+    const stored = await storingConsumerOf(fixture, runner, inbox);
+    const options: Options = { outboxer: stored, inbox, transaction: runner.transaction, store: true };
+    const group = randomName('outboxer-receiver');
+    runner.failCommit = true; // the first store's commit fails: that record is not acknowledged
+
+    const first = await consume(topic, group, options);
+    await waitUntil(() => first.errors.length > 0, 30_000, 'the failure');
+    await first.stop();
+    expect(String(first.errors[0])).toContain('the commit failed');
+    const second = await consume(topic, group, options);
+    await untilAcknowledged(group, topic, ids.length, 'every record acknowledged');
+    await second.stop();
+    expect(second.errors).toEqual([]);
+    await expectStoredThenProcessed(fixture, stored, inbox, ids, published);
   });
 });
 
@@ -299,11 +317,7 @@ describe('identity', () => {
       ...handlerOptions,
       id: (raw: unknown) => `${(raw as { topic: string }).topic}@${(raw as { offset: bigint }).offset}`,
     } as Options);
-    await waitUntil(
-      async () => total(await acknowledged(group, topic)) === 1,
-      30_000,
-      'the record acknowledged',
-    );
+    await untilAcknowledged(group, topic, 1, 'the record acknowledged');
     await named.stop();
     expect(await effects(fixture)).toEqual([
       { message_id: `${topic}@0`, group_key: null, payload: { foreign: true } },

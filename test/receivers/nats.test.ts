@@ -4,7 +4,8 @@
  * receiver, messages handled concurrently. Each message is acked after its commit only; a commit
  * that fails is nak'ed and handled at its redelivery, its group's later messages nak'ed behind it,
  * so each group's effects stay in publish order; messages whose acks never reached the server
- * (ack wait expired) come back and have no second effect.
+ * (ack wait expired) come back and have no second effect; with `store: true`, each is acked once
+ * stored and the inbox processes them later.
  */
 import { connect, headers, type NatsConnection } from '@nats-io/transport-node';
 import {
@@ -29,6 +30,8 @@ import {
   type PostgresFixture,
   orderSteps,
   expectOncePerMessageInGroupOrder,
+  expectStoredThenProcessed,
+  storingConsumerOf,
 } from './support.js';
 
 const random = () => Math.random().toString(36).slice(2, 10);
@@ -202,4 +205,31 @@ test('messages whose acks never reached the server come back and have no second 
     outcomes.every((o) => o.status === 'fulfilled' && (o.value as { duplicate: boolean }).duplicate),
   ).toBe(true);
   expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
+});
+
+test('store: true acks each message once stored; the inbox processes them later, once each, in group order', async () => {
+  const { name, ids } = await relayed('nats_stored');
+  const stored = await storingConsumerOf(fixture, runner, 'natsStored');
+  runner.failCommit = true; // the first store's commit fails: that message is nak'ed, stored at its redelivery
+  const receive = natsReceiver({
+    outboxer: stored,
+    inbox: 'natsStored',
+    transaction: runner.transaction,
+    store: true,
+  });
+  const errors: unknown[] = [];
+  const reader = await consume(name, (message) => {
+    void receive(message).then((outcome) => outcome.status === 'rejected' && errors.push(outcome.reason));
+  });
+  await waitUntil(
+    async () => {
+      const info = await jsm.consumers.info(name, 'shipping');
+      return errors.length > 0 && info.num_ack_pending + info.num_pending === 0;
+    },
+    30_000,
+    'every message acked',
+  );
+  await reader.stop();
+  expect(String(errors[0])).toBe('Error: the commit failed');
+  await expectStoredThenProcessed(fixture, stored, 'natsStored', ids, published);
 });

@@ -4,7 +4,8 @@
  * Each delivery is acked after its commit only; a commit that fails is nacked and requeued, and
  * the deliveries of its group waiting behind it with it, so each group's effects stay in publish
  * order; deliveries whose acks never reached the broker (the consumer's channel closed first)
- * come back and have no second effect.
+ * come back and have no second effect; with `store: true`, each is acked once stored and the inbox
+ * processes them later.
  */
 import amqp, { type Channel, type ChannelModel, type ConsumeMessage } from 'amqplib';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
@@ -22,6 +23,8 @@ import {
   type PostgresFixture,
   orderSteps,
   expectOncePerMessageInGroupOrder,
+  expectStoredThenProcessed,
+  storingConsumerOf,
 } from './support.js';
 
 const URL = 'amqp://guest:guest@127.0.0.1:5672';
@@ -181,5 +184,33 @@ test('deliveries whose acks were lost come back and have no second effect', asyn
     ids.map(() => ({ status: 'fulfilled', value: expect.objectContaining({ duplicate: true }) })),
   );
   expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
+  await remove();
+});
+
+test('store: true acks each delivery once stored; the inbox processes them later, once each, in group order', async () => {
+  const { queue, ids, remove } = await relayed('rabbit_stored');
+  const stored = await storingConsumerOf(fixture, runner, 'rabbitmqStored');
+  const channel = await connection.createChannel();
+  await channel.prefetch(20);
+  const acked: ConsumeMessage[] = [];
+  const requeued: ConsumeMessage[] = [];
+  runner.failCommit = true; // the first store's commit fails: that delivery is requeued, stored when it comes back
+  const receive = rabbitmqReceiver({
+    outboxer: stored,
+    inbox: 'rabbitmqStored',
+    channel: {
+      ack: (message) => (acked.push(message), channel.ack(message)),
+      nack: (message, allUpTo, requeue) => (requeued.push(message), channel.nack(message, allUpTo, requeue)),
+    },
+    transaction: runner.transaction,
+    store: true,
+  });
+  const { consumerTag } = await channel.consume(queue, receive);
+  await waitUntil(() => acked.length === ids.length, 30_000, 'every delivery acked');
+  await channel.cancel(consumerTag);
+  await channel.close();
+  expect(requeued.length).toBeGreaterThan(0);
+  expect(await messagesIn(queue)).toBe(0);
+  await expectStoredThenProcessed(fixture, stored, 'rabbitmqStored', ids, published);
   await remove();
 });

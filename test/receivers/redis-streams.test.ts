@@ -4,7 +4,8 @@
  * first) through the receiver, entries handled concurrently. Each entry is XACKed after its commit
  * only; a commit that fails leaves the entry pending, with its group's later entries, and it is
  * handled when read again, so each group's effects stay in publish order; entries a consumer
- * handled but never acked (it died) are claimed by another and have no second effect.
+ * handled but never acked (it died) are claimed by another and have no second effect; with
+ * `store: true`, each is XACKed once stored and the inbox processes them later.
  */
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, beforeEach, expect, test } from 'vitest';
@@ -22,6 +23,8 @@ import {
   type PostgresFixture,
   orderSteps,
   expectOncePerMessageInGroupOrder,
+  expectStoredThenProcessed,
+  storingConsumerOf,
 } from './support.js';
 
 const random = () => Math.random().toString(36).slice(2, 10);
@@ -179,4 +182,34 @@ test('entries a consumer handled but never acked are claimed by another and have
   );
   await waitUntil(async () => (await pending(stream)) === 0, 10_000, 'every entry acked');
   expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
+});
+
+test('store: true XACKs each entry once stored; the inbox processes them later, once each, in group order', async () => {
+  const { stream, ids } = await relayed('redis_stored');
+  const stored = await storingConsumerOf(fixture, runner, 'redisStored');
+  runner.failCommit = true; // the first store's commit fails: that entry stays pending, stored when read again
+  const receive = redisStreamsReceiver({
+    outboxer: stored,
+    inbox: 'redisStored',
+    redis,
+    stream,
+    group: GROUP,
+    transaction: runner.transaction,
+    store: true,
+  });
+  const entriesRead = new Set<string>();
+  const outcomes: Array<PromiseSettledResult<unknown>> = [];
+  let rounds = 0;
+  while (entriesRead.size < ids.length || (await pending(stream)) > 0) {
+    if (++rounds > 20) throw new Error('not done after 20 reads');
+    const entries = [...(await read(stream, 'worker-1', '0')), ...(await read(stream, 'worker-1', '>'))];
+    for (const [entryId] of entries) entriesRead.add(entryId);
+    outcomes.push(...(await Promise.all(entries.map((entry) => receive(entry)))));
+  }
+  // The failed entry, and its group's entries read with it, given back behind it.
+  const [failure, ...behind] = outcomes.filter((o) => o.status === 'rejected').map((o) => String(o.reason));
+  expect(failure).toBe('Error: the commit failed');
+  for (const reason of behind)
+    expect(reason).toMatch(/gave message \d+ back unhandled: message \d+ of its group/);
+  await expectStoredThenProcessed(fixture, stored, 'redisStored', ids, published);
 });

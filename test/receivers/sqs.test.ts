@@ -11,7 +11,6 @@ import { Outboxer } from 'outboxer';
 import { nodePostgres, type PgTransactionClient } from 'outboxer/pg';
 import { sqsRelay, sqsReceiver, type SqsReceivedMessageLike } from 'outboxer/sqs';
 import { postgresFixture } from '../support/databases.js';
-import { waitUntil } from '../support/random.js';
 import {
   clear,
   consumerOf,
@@ -21,6 +20,8 @@ import {
   type PostgresFixture,
   orderSteps,
   expectOncePerMessageInGroupOrder,
+  expectStoredThenProcessed,
+  storingConsumerOf,
 } from './support.js';
 
 const ENDPOINT = 'http://127.0.0.1:9324';
@@ -230,21 +231,7 @@ test('store: true deletes each message once stored; the inbox processes them lat
   expect((await producer.drain('orders')).pending).toBe(0);
   await producer.close();
 
-  const stored = new Outboxer({
-    database: nodePostgres(fixture.pool),
-    logger: false,
-    inboxes: {
-      sqsStored: {
-        process: {
-          transaction: runner.transaction,
-          handler: (message, tx) => recordEffect(tx, message.id, message.groupKey, message.payload),
-          partitions: 2,
-          pollInterval: 20,
-        },
-      },
-    },
-  });
-  await stored.migrate();
+  const stored = await storingConsumerOf(fixture, runner, 'sqsStored');
   runner.failCommit = true; // the first store's commit fails: that message is not deleted
   const receive = sqsReceiver({
     outboxer: stored,
@@ -257,17 +244,6 @@ test('store: true deletes each message once stored; the inbox processes them lat
   });
   const errors = await consumeUntil(queueUrl, receive, () => queueIsEmpty(queueUrl));
   expect(String(errors[0])).toBe('Error: the commit failed');
-  // The queue is empty and nothing was processed yet: every message is stored, once.
-  expect(await effects(fixture)).toEqual([]);
-  expect((await stored.counts('inbox:sqsStored')).pending).toBe(ids.length);
-  expect((await stored.listPending('inbox:sqsStored')).map((m) => (m.payload as { id: string }).id)).toEqual(
-    expect.arrayContaining(ids),
-  );
-  await stored.start();
-  try {
-    await waitUntil(async () => (await stored.counts('inbox:sqsStored')).pending === 0, 30_000, 'processed');
-    expectOncePerMessageInGroupOrder(await effects(fixture), ids, published);
-  } finally {
-    await stored.stop();
-  }
+  // The queue is empty: every message is stored, once; the inbox processes them once started.
+  await expectStoredThenProcessed(fixture, stored, 'sqsStored', ids, published);
 });

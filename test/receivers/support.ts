@@ -8,6 +8,7 @@ import { expect } from 'vitest';
 import { Outboxer, type Logger, type PublishInput } from 'outboxer';
 import { nodePostgres, type PgTransactionClient } from 'outboxer/pg';
 import { postgresFixture } from '../support/databases.js';
+import { waitUntil } from '../support/random.js';
 
 export type PostgresFixture = Awaited<ReturnType<typeof postgresFixture>>;
 
@@ -121,5 +122,61 @@ export function expectOncePerMessageInGroupOrder(
       rows.filter((r) => r.group_key === key).map((r) => r.message_id),
       `the effects of ${key}`,
     ).toEqual(expected);
+  }
+}
+
+/**
+ * The consumer side of `store: true`: an instance whose inbox `name` stores what a receiver gets
+ * and processes it later with {@link recordEffect}, in group order, once started.
+ */
+export async function storingConsumerOf(
+  fixture: PostgresFixture,
+  runner: ReturnType<typeof pgRunner>,
+  name: string,
+): Promise<Outboxer<PgTransactionClient>> {
+  const outboxer = new Outboxer({
+    database: nodePostgres(fixture.pool),
+    logger: false,
+    inboxes: {
+      [name]: {
+        process: {
+          transaction: runner.transaction,
+          handler: (message, tx) => recordEffect(tx, message.id, message.groupKey, message.payload),
+          partitions: 2,
+          pollInterval: 20,
+        },
+      },
+    },
+  });
+  await outboxer.migrate();
+  return outboxer;
+}
+
+/**
+ * After a receiver with `store: true` took every message (its broker acknowledged them all):
+ * each is stored once and none processed yet; then, started, the inbox processes each message
+ * once, in publish order per group unless `inGroupOrder` is false (the inbox keeps the order of
+ * storing, and a job queue that retries a job after those behind it stores it late).
+ */
+export async function expectStoredThenProcessed(
+  fixture: PostgresFixture,
+  stored: Outboxer<PgTransactionClient>,
+  inbox: string,
+  ids: readonly string[],
+  published: readonly PublishInput[],
+  inGroupOrder = true,
+): Promise<void> {
+  expect(await effects(fixture)).toEqual([]);
+  expect((await stored.counts(`inbox:${inbox}`)).pending).toBe(ids.length);
+  const pending = await stored.listPending(`inbox:${inbox}`, { limit: ids.length + 1 });
+  expect(pending.map((m) => (m.payload as { id: string }).id).sort()).toEqual([...ids].sort());
+  await stored.start();
+  try {
+    await waitUntil(async () => (await stored.counts(`inbox:${inbox}`)).pending === 0, 30_000, 'processed');
+    const rows = await effects(fixture);
+    if (inGroupOrder) expectOncePerMessageInGroupOrder(rows, ids, published);
+    else expect(rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
+  } finally {
+    await stored.stop();
   }
 }
