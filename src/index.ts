@@ -61,8 +61,11 @@ export {
   MissingMessageIdError,
   type ReceivedMessage,
   type ReceiveOutcome,
+  type HandlingReceiverOptions,
+  type ReceiverCommonOptions,
   type ReceiverHandler,
   type ReceiverOptions,
+  type StoringReceiverOptions,
   type TransactionRunner,
 } from './core/inbox/receiver.js';
 export type { DrainOptions, DrainResult } from './core/testing.js';

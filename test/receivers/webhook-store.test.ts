@@ -133,8 +133,11 @@ test('store: true needs an inbox with a process option, and no handler', () => {
   expect(() => webhookReceiver({ ...options, store: true })).toThrow(
     /Option "webhookReceiver.store" must be false for inbox "plain", which has no process option/,
   );
+  // Both a type error and, for callers without types, an error at construction.
+  // @ts-expect-error: a handler with store: true
   expect(() => webhookReceiver({ ...options, store: true, handler: () => undefined })).toThrow(
     /Option "webhookReceiver.handler" must be left out with store: true/,
   );
+  // @ts-expect-error: neither a handler nor store: true
   expect(() => webhookReceiver(options)).toThrow(/Option "webhookReceiver.handler" must be a function/);
 });

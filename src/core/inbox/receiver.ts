@@ -44,37 +44,30 @@ export type ReceiverHandler<M, Tx, Sync extends boolean> = (
 
 /**
  * The options every receiver takes. `M` is what the handler gets; `Raw` is the client's own
- * message (a Kafka record, an SQS message, a job…), which the `id` function reads.
+ * message (a Kafka record, an SQS message, a job…), which the `id` function reads. Either a
+ * `handler` (handle each message now, in the receiver's transaction) or `store: true` (store it,
+ * for the inbox's `process` option to process later): never both, and never neither.
  *
  * `Tx` may be narrower than the instance's transaction type (a `pg.PoolClient` where the adapter
  * accepts any pg client): the handler gets what your runner passes.
  */
-export interface ReceiverOptions<
+export type ReceiverOptions<
   M,
   OutboxerTx,
   Sync extends boolean,
   Tx extends OutboxerTx = OutboxerTx,
   Raw = M,
-> {
-  /** The instance whose `inboxes` option names {@link ReceiverOptions.inbox}. */
+> = ReceiverCommonOptions<OutboxerTx, Sync, Tx, Raw> &
+  (HandlingReceiverOptions<M, Tx, Sync> | StoringReceiverOptions);
+
+/** What every receiver's options hold, whether it handles or stores. */
+export interface ReceiverCommonOptions<OutboxerTx, Sync extends boolean, Tx extends OutboxerTx, Raw> {
+  /** The instance whose `inboxes` option names {@link ReceiverCommonOptions.inbox}. */
   outboxer: { inbox(name: string): Inbox<OutboxerTx, Sync>; readonly settings: { readonly logger: Logger } };
   /** The inbox that records each message handled. */
   inbox: string;
   /** Opens, commits and rolls back the transaction each message is handled in. */
   transaction: TransactionRunner<Tx, Sync>;
-  /**
-   * What a new message does. Required, unless `store: true` (the inbox's `process.handler` does
-   * the work then, later).
-   */
-  handler?: ReceiverHandler<M, Tx, Sync>;
-  /**
-   * `true`: store each new message with `inbox.store` (its payload, headers and type) instead of
-   * handling it, and acknowledge once stored; the inbox's `process` option processes it later, in
-   * order per group. For handlers too slow to run while the broker waits (SQS visibility, a
-   * webhook sender's timeout). Needs an inbox with a `process` option; no `handler` then.
-   * Default false. See "Store, then process" in docs/inbox.md.
-   */
-  store?: boolean;
   /**
    * The id of a message that carries no `outboxer-id` (one another producer sent): return a
    * string or a safe integer unique at its source, or undefined to refuse it with
@@ -87,6 +80,27 @@ export interface ReceiverOptions<
    * received from (the topic, queue, subject or stream).
    */
   source?: string;
+}
+
+/** A receiver that handles each new message now, in its transaction, before the broker is acknowledged. */
+export interface HandlingReceiverOptions<M, Tx, Sync extends boolean> {
+  /** What a new message does. */
+  handler: ReceiverHandler<M, Tx, Sync>;
+  /** Left out, or false: the receiver handles. */
+  store?: false;
+}
+
+/**
+ * A receiver that stores each new message (`inbox.store`: its payload, headers and type) instead
+ * of handling it, and acknowledges once stored; the inbox's `process` option processes it later,
+ * in order per group. For handlers too slow to run while the broker waits (SQS visibility, a
+ * webhook sender's timeout). Needs an inbox with a `process` option. See "Store, then process"
+ * in docs/inbox.md.
+ */
+export interface StoringReceiverOptions {
+  store: true;
+  /** None: the inbox's `process.handler` does the work. */
+  handler?: never;
 }
 
 /**
@@ -175,7 +189,8 @@ export class InboxReceiver<M, Sync extends boolean, Raw = M> {
   ) {
     if (!isPlainObject(raw)) throw invalidOption(what, 'an options object', raw);
     rejectUnknownKeys(what, raw, [...RECEIVER_KEYS.filter((k) => withId || k !== 'id'), ...ownKeys]);
-    const outboxer = raw.outboxer as ReceiverOptions<M, unknown, Sync>['outboxer'] | undefined;
+    const outboxer = raw.outboxer as
+      ReceiverCommonOptions<unknown, Sync, unknown, Raw>['outboxer'] | undefined;
     // An Outboxer has both; a look-alike without settings would fail at the first refusal instead.
     if (typeof outboxer?.inbox !== 'function' || typeof outboxer.settings?.logger !== 'object')
       throw invalidOption(`${what}.outboxer`, 'an Outboxer instance', outboxer);

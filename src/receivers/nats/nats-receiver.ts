@@ -29,12 +29,15 @@ export interface JetStreamMessageLike {
  * const receive = natsReceiver({ outboxer, inbox: 'shipping', transaction, handler });
  * for await (const message of await consumer.consume()) await receive(message);
  */
-export interface NatsReceiverOptions<
+export type NatsReceiverOptions<
   Raw,
   OutboxerTx,
   Sync extends boolean,
   Tx extends OutboxerTx = OutboxerTx,
-> extends ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw> {
+> = ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw> & NatsReceiverOwnOptions;
+
+/** What {@link natsReceiver} takes besides the options of every receiver. */
+export interface NatsReceiverOwnOptions {
   /** Milliseconds before a message that failed is delivered again (`nak(delay)`). Default 0. */
   nakDelay?: number;
 }

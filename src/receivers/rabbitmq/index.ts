@@ -5,6 +5,7 @@
 export {
   rabbitmqReceiver,
   type RabbitMqReceiverOptions,
+  type RabbitMqReceiverOwnOptions,
   type AmqpDeliveryLike,
   type AmqpConsumeChannelLike,
 } from './rabbitmq-receiver.js';

@@ -33,12 +33,15 @@ export interface AmqpConsumeChannelLike {
  * @example
  * await channel.consume('shipping', rabbitmqReceiver({ outboxer, inbox: 'shipping', channel, transaction, handler }));
  */
-export interface RabbitMqReceiverOptions<
+export type RabbitMqReceiverOptions<
   Raw,
   OutboxerTx,
   Sync extends boolean,
   Tx extends OutboxerTx = OutboxerTx,
-> extends ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw> {
+> = ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw> & RabbitMqReceiverOwnOptions;
+
+/** What {@link rabbitmqReceiver} takes besides the options of every receiver. */
+export interface RabbitMqReceiverOwnOptions {
   /** The channel the messages are consumed on (with `noAck: false`): the acks go there. */
   channel: AmqpConsumeChannelLike;
   /**

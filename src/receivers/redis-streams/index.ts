@@ -5,5 +5,6 @@
 export {
   redisStreamsReceiver,
   type RedisStreamsReceiverOptions,
+  type RedisStreamsReceiverOwnOptions,
   type RedisStreamEntry,
 } from './redis-streams-receiver.js';

@@ -28,11 +28,15 @@ export type RedisStreamEntry = readonly [id: string, fields: readonly string[]];
  * @example
  * redisStreamsReceiver({ outboxer, inbox: 'shipping', redis, stream: 'orders', group: 'shipping', transaction, handler });
  */
-export interface RedisStreamsReceiverOptions<
+export type RedisStreamsReceiverOptions<
   OutboxerTx,
   Sync extends boolean,
   Tx extends OutboxerTx = OutboxerTx,
-> extends ReceiverOptions<ReceivedMessage<RedisStreamEntry>, OutboxerTx, Sync, Tx, RedisStreamEntry> {
+> = ReceiverOptions<ReceivedMessage<RedisStreamEntry>, OutboxerTx, Sync, Tx, RedisStreamEntry> &
+  RedisStreamsReceiverOwnOptions;
+
+/** What {@link redisStreamsReceiver} takes besides the options of every receiver. */
+export interface RedisStreamsReceiverOwnOptions {
   /** Your ioredis client: the XACKs go through it. */
   redis: RedisClientLike;
   /** The stream key the entries were read from. */

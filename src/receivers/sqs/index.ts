@@ -5,6 +5,7 @@
 export {
   sqsReceiver,
   type SqsReceiverOptions,
+  type SqsReceiverOwnOptions,
   type SqsReceivedMessageLike,
   type SqsDeleteCommands,
 } from './sqs-receiver.js';

@@ -45,12 +45,15 @@ export interface SqsDeleteCommands {
  *   transaction: (work) => prisma.$transaction(work),
  *   handler: async (message, tx) => { await tx.shipment.create({ data: message.payload as never }); } });
  */
-export interface SqsReceiverOptions<
+export type SqsReceiverOptions<
   Raw,
   OutboxerTx,
   Sync extends boolean,
   Tx extends OutboxerTx = OutboxerTx,
-> extends ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw> {
+> = ReceiverOptions<ReceivedMessage<Raw>, OutboxerTx, Sync, Tx, Raw> & SqsReceiverOwnOptions;
+
+/** What {@link sqsReceiver} takes besides the options of every receiver. */
+export interface SqsReceiverOwnOptions {
   /** Your `SQSClient`, used to delete each message once handled. */
   client: SqsClientLike;
   /** The queue the messages were received from (their receipt handles belong to it). */

@@ -8,6 +8,7 @@ export {
   type WebhookAnswer,
   type WebhookReceiver,
   type WebhookReceiverOptions,
+  type WebhookReceiverOwnOptions,
   type WebhookRequestParts,
 } from './webhook-receiver.js';
 export {

@@ -46,11 +46,14 @@ export interface ReceivedWebhook {
  *   handler: async (webhook, trx) => { await trx.insertInto('events').values({ … }).execute(); },
  * });
  */
-export interface WebhookReceiverOptions<
+export type WebhookReceiverOptions<
   OutboxerTx,
   Sync extends boolean,
   Tx extends OutboxerTx = OutboxerTx,
-> extends ReceiverOptions<ReceivedWebhook, OutboxerTx, Sync, Tx> {
+> = ReceiverOptions<ReceivedWebhook, OutboxerTx, Sync, Tx> & WebhookReceiverOwnOptions;
+
+/** What {@link webhookReceiver} takes besides the options of every receiver. */
+export interface WebhookReceiverOwnOptions {
   /** The sender's signing secret `whsec_…` (the prefix may be left out), or several while rotating. */
   secret: string | readonly string[];
   /** Seconds a `webhook-timestamp` may be away from this server's clock, either way. Default 300. */
