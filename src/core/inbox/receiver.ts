@@ -93,7 +93,7 @@ export interface HandlingReceiverOptions<M, Tx, Sync extends boolean> {
 /**
  * A receiver that stores each new message (`inbox.store`: its payload, headers and type) instead
  * of handling it, and acknowledges once stored; the inbox's `process` option processes it later,
- * in order per group. For handlers too slow to run while the broker waits (SQS visibility, a
+ * per group in the order stored. For handlers too slow to run while the broker waits (SQS visibility, a
  * webhook sender's timeout). Needs an inbox with a `process` option. See "Store, then process"
  * in docs/inbox.md.
  */
