@@ -71,14 +71,32 @@ export function insert(
   const tallied = single
     ? `SELECT outbox, partition, 1, 0, 0 FROM inserted`
     : `SELECT outbox, partition, count(*), 0, 0 FROM inserted GROUP BY outbox, partition`;
-  return p.statement(
-    `WITH inserted AS (INSERT INTO ${t} ${columns} ${select}${from}${order} RETURNING id, outbox, partition),
+  const text = `WITH inserted AS (INSERT INTO ${t} ${columns} ${select}${from}${order} RETURNING id, outbox, partition),
 tallied AS (INSERT INTO ${tallies} (outbox, partition, pending, dead, delivered) ${tallied})
-SELECT id FROM inserted`,
+SELECT id FROM inserted`;
+  return p.statement(
+    single ? oneRowText(table, lockKeys.length * 2 + (options.notify === undefined ? 0 : 1), text) : text,
     (inserted) => inserted.map((row) => Number(row.id)).sort((a, b) => a - b),
     true,
   );
 }
+
+/**
+ * The text of a one-row publish, the same string each time for its table and variant (serialized,
+ * notifying): the adapter finds its prepared statement by the text, and a string it has seen
+ * before is looked up without reading its 600 characters again (with the quoted names of
+ * tables.ts, a third of a publish's own CPU: docs/benchmarks.md, "Figures behind decisions").
+ */
+function oneRowText(table: QualifiedName, variant: number, text: string): string {
+  let variants = oneRowTexts.get(table);
+  if (variants === undefined) oneRowTexts.set(table, (variants = new Map()));
+  const known = variants.get(variant);
+  if (known !== undefined) return known;
+  variants.set(variant, text);
+  return text;
+}
+
+const oneRowTexts = new WeakMap<QualifiedName, Map<number, string>>();
 
 /**
  * The advisory lock keys of a notify payload: `publishing`, held shared by every transaction that

@@ -13,13 +13,23 @@ export interface Tables {
 }
 
 export function tables(table: QualifiedName): Tables {
-  return {
-    messages: quoteName(table),
-    leases: quoteName(companion(table, 'leases')),
-    nodes: quoteName(companion(table, 'nodes')),
-    tallies: quoteName(companion(table, 'tallies')),
-  };
+  let quoted = quotedTables.get(table);
+  if (quoted === undefined) {
+    quoted = Object.freeze({
+      messages: quoteName(table),
+      leases: quoteName(companion(table, 'leases')),
+      nodes: quoteName(companion(table, 'nodes')),
+      tallies: quoteName(companion(table, 'tallies')),
+    });
+    quotedTables.set(table, quoted);
+  }
+  return quoted;
 }
+
+// Quoted once per table object (an outbox keeps its own): every publish and poll names the tables,
+// and checking and quoting four names each time was a good part of a publish's own CPU (with the
+// one-row text of publish.ts, a third: docs/benchmarks.md, "Figures behind decisions").
+const quotedTables = new WeakMap<QualifiedName, Tables>();
 
 /** `<table>_config`: what every node of an outbox agrees on, and when it last recounted. */
 export function configTable(table: QualifiedName): string {
