@@ -156,7 +156,8 @@ export async function storingConsumerOf(
  * After a receiver with `store: true` took every message (its broker acknowledged them all):
  * each is stored once and none processed yet; then, started, the inbox processes each message
  * once, in publish order per group unless `inGroupOrder` is false (the inbox keeps the order of
- * storing, and a job queue that retries a job after those behind it stores it late).
+ * storing, and a job queue that retries a job after those behind it stores it late). Closes
+ * `stored` at the end.
  */
 export async function expectStoredThenProcessed(
   fixture: PostgresFixture,
@@ -177,6 +178,6 @@ export async function expectStoredThenProcessed(
     if (inGroupOrder) expectOncePerMessageInGroupOrder(rows, ids, published);
     else expect(rows.map((r) => r.message_id).sort()).toEqual([...ids].sort());
   } finally {
-    await stored.stop();
+    await stored.close();
   }
 }

@@ -83,7 +83,8 @@ SELECT id FROM inserted`;
 
 /**
  * The text of a one-row publish, the same string each time for its table and variant (serialized,
- * notifying): the adapter finds its prepared statement by the text, and a string it has seen
+ * notifying; the caller still builds it, for the values it adds, and only the first is kept): the
+ * adapter finds its prepared statement by the text, and a string it has seen
  * before is looked up without reading its 600 characters again (with the quoted names of
  * tables.ts, a third of a publish's own CPU: docs/benchmarks.md, "Figures behind decisions").
  */
