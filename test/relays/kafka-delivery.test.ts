@@ -233,6 +233,44 @@ describe.each(Object.keys(clients))('kafka relay through %s', (name) => {
     expect(client.sends.max).toBe(1);
   });
 
+  test('batches waiting for the producer go out together, every group in order', async () => {
+    const relays = [
+      kafkaRelay({ producer: client.adapter, topic }),
+      kafkaRelay({ producer: client.adapter, topic, name: 'second' }),
+    ];
+    await relays[0]!.start!();
+    client.sends.max = 0;
+    // Six batches, as six partitions of an outbox would hand over: each its own groups, three
+    // messages a group, the groups spread over the topic's three partitions.
+    const batches = Array.from({ length: 6 }, (_, b) =>
+      Array.from({ length: 4 }, (_, g) => [0, 1, 2].map((n) => envelope(`merge-${b}-${g}`, { n }))).flat(),
+    );
+    const apart = batches.reduce(
+      (sum, batch) =>
+        sum + (name === 'kafkajs' ? new Set(batch.map((m) => javaPartition(m.groupKey!, 3))).size : 1),
+      0,
+    );
+    const before = client.sends.total;
+    const results = await Promise.all(batches.map((batch, i) => deliverBatch(relays[i % 2]!, batch)));
+    for (const outcomes of results) expect(outcomes.every((o) => o.ok)).toBe(true);
+    expect(client.sends.max).toBe(1);
+    // Sent one batch at a time, they would take `apart` calls; the first goes alone, the rest wait
+    // behind it and share calls.
+    expect(client.sends.total - before).toBeLessThanOrEqual(Math.ceil(apart / 2));
+    const sent = batches.flat();
+    const read = await readBack(
+      [topic],
+      sent.map((m) => m.id),
+    );
+    for (const key of new Set(sent.map((m) => m.groupKey!))) {
+      const expected = sent.filter((m) => m.groupKey === key).map((m) => m.id);
+      expect(read.filter((m) => m.key === key).map((m) => m.id)).toEqual(expected);
+      expect(new Set(read.filter((m) => m.key === key).map((m) => m.partition))).toEqual(
+        new Set([javaPartition(key, 3)]),
+      );
+    }
+  });
+
   test('sends a batch in one call, and splits it only where maxBytes says so', async () => {
     const relay = kafkaRelay({ producer: client.adapter, topic, maxBytes: 4096 });
     const [key] = keysOnPartitions();

@@ -64,37 +64,3 @@ export interface KafkaClientAdapter {
    */
   resetIdempotence?(): Promise<void>;
 }
-
-/**
- * Runs sends of one producer one at a time, in call order. Both JS clients had bugs with concurrent
- * sends on an idempotent producer, and one send at a time is also what keeps the batches of a
- * partition in order. Shared by every relay that uses the same producer.
- */
-export class SendLane {
-  private tail: Promise<unknown> = Promise.resolve();
-  /** Set after a failed send on a client with {@link KafkaClientAdapter.resetIdempotence}. */
-  needsReset = false;
-
-  run<T>(task: () => Promise<T>): Promise<T> {
-    const result = this.tail.then(task);
-    this.tail = result.catch(() => undefined);
-    return result;
-  }
-
-  /** Resolves when the sends queued so far are done. */
-  idle(): Promise<void> {
-    return this.tail.then(() => undefined);
-  }
-}
-
-const lanes = new WeakMap<object, SendLane>();
-
-/** The lane of a producer object. */
-export function laneOf(producer: object): SendLane {
-  let lane = lanes.get(producer);
-  if (lane === undefined) {
-    lane = new SendLane();
-    lanes.set(producer, lane);
-  }
-  return lane;
-}

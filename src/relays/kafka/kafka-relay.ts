@@ -12,7 +12,8 @@ import {
   type Relay,
 } from '../../core/relay.js';
 import { withDeadline } from '../shared/deadline.js';
-import { KafkaSendError, laneOf, partitionId } from './kafka-client.js';
+import { KafkaSendError, partitionId } from './kafka-client.js';
+import { laneOf } from './kafka-lane.js';
 import {
   authenticationFailure,
   classifySendFailure,
@@ -22,6 +23,7 @@ import {
 import {
   assignPartitions,
   draftRecords,
+  BATCH_OVERHEAD,
   planSends,
   readyToSend,
   toRecord,
@@ -119,16 +121,9 @@ class KafkaRelay implements Relay {
     const ready = readyToSend(drafts);
     const isolate = ready.some((draft) => this.suspects.has(draft.envelope.id));
     const sends = planSends(ready, { maxBytes, partitionsPerSend: adapter.partitionsPerSend, isolate });
-    const failedKeys = new Set<string>();
-    for (const send of sends) {
-      // A later send must not carry a message whose group failed in an earlier send of this batch.
-      const records = send.filter((draft) => draft.orderKey === null || !failedKeys.has(draft.orderKey));
-      if (records.length === 0) continue;
-      const goOn = await this.send(records, context.signal);
-      for (const draft of records)
-        if (draft.state === 'failed' && draft.orderKey !== null) failedKeys.add(draft.orderKey);
-      if (!goOn) break;
-    }
+    if (!isolate && sends.length > 1 && keysStayInOneSend(sends))
+      await this.sendTogether(sends, context.signal);
+    else await this.sendInTurn(sends, context.signal, !isolate);
     if (isolate)
       for (const draft of ready) if (draft.state !== 'ready') this.suspects.delete(draft.envelope.id);
     return outcomes(drafts);
@@ -197,41 +192,75 @@ class KafkaRelay implements Relay {
   }
 
   /**
+   * The sends of a batch one after another: a later one leaves out the messages of a group that
+   * failed in an earlier one, and none goes after a transport failure.
+   */
+  private async sendInTurn(
+    sends: readonly Draft[][],
+    signal: AbortSignal,
+    shareable: boolean,
+  ): Promise<void> {
+    const failedKeys = new Set<string>();
+    for (const send of sends) {
+      const records = send.filter((draft) => draft.orderKey === null || !failedKeys.has(draft.orderKey));
+      if (records.length === 0) continue;
+      const goOn = await this.send(records, signal, shareable, () => false);
+      for (const draft of records)
+        if (draft.state === 'failed' && draft.orderKey !== null) failedKeys.add(draft.orderKey);
+      if (!goOn) break;
+    }
+  }
+
+  /**
+   * The sends of a batch queued at once, when no ordering key spans two of them: the lane combines
+   * them with the other batches waiting. After a transport failure, those not yet in a request are
+   * withdrawn, as {@link sendInTurn} would not have sent them.
+   */
+  private async sendTogether(sends: readonly Draft[][], signal: AbortSignal): Promise<void> {
+    let halted = false;
+    const withdrawn = (): boolean => halted;
+    await Promise.all(
+      sends.map(async (records) => {
+        if (!(await this.send(records, signal, true, withdrawn))) halted = true;
+      }),
+    );
+  }
+
+  /**
    * One send through the producer's lane. Records the result on the drafts; returns whether the
    * next send of the batch may go (not after a transport failure or an abandoned send).
    */
-  private async send(records: Draft[], signal: AbortSignal): Promise<boolean> {
-    const { adapter } = this.options;
-    const lane = laneOf(adapter.producer);
-    let started = false;
-    const task = lane.run(async () => {
-      if (signal.aborted) return;
-      started = true;
-      if (lane.needsReset && adapter.resetIdempotence !== undefined) {
-        await adapter.resetIdempotence().catch((error: unknown) => {
-          throw new DeliveryError(
-            `Could not start a new idempotent ${adapter.client} producer session after a failed send: ${describeKafkaError(error)}`,
-            { cause: error },
-          );
-        });
-        lane.needsReset = false;
-      }
-      try {
-        await adapter.send(records.map(toRecord));
-      } catch (error) {
-        // The client's sequence numbers may now disagree with the broker's: start over before the next send.
-        if (adapter.resetIdempotence !== undefined) lane.needsReset = true;
-        throw error;
-      }
-    });
+  private async send(
+    records: Draft[],
+    signal: AbortSignal,
+    shareable: boolean,
+    halted: () => boolean,
+  ): Promise<boolean> {
+    const { adapter, maxBytes } = this.options;
+    const contribution = {
+      adapter,
+      records: records.map(toRecord),
+      partitions: new Set(records.map((draft) => partitionId(draft.topic!, draft.partition))),
+      bytes: records.reduce((sum, draft) => sum + draft.bytes, BATCH_OVERHEAD),
+      maxBytes,
+      shareable,
+      withdrawn: () => signal.aborted || halted(),
+      started: false,
+    };
     try {
-      await withDeadline(task, Number.POSITIVE_INFINITY, signal, () => undefined, abandoned);
-      if (!started) return this.mark(records, 'unsent');
+      const sent = await withDeadline(
+        laneOf(adapter.producer).submit(contribution),
+        Number.POSITIVE_INFINITY,
+        signal,
+        () => undefined,
+        abandoned,
+      );
+      if (!sent) return this.mark(records, 'unsent');
       for (const draft of records) draft.state = 'landed';
       return true;
     } catch (error) {
       if (error instanceof Abandoned) {
-        if (!started) return this.mark(records, 'unsent');
+        if (!contribution.started) return this.mark(records, 'unsent');
         // Sent but unconfirmed: it may still land. Reported failed, so it is sent again (a duplicate at worst).
         return this.mark(
           records,
@@ -291,6 +320,20 @@ class KafkaRelay implements Relay {
     }
     return false;
   }
+}
+
+/** True when every ordering key of the batch is in one send: its sends may then go in any order. */
+function keysStayInOneSend(sends: readonly Draft[][]): boolean {
+  const sendOf = new Map<string, number>();
+  for (let i = 0; i < sends.length; i += 1) {
+    for (const draft of sends[i]!) {
+      if (draft.orderKey === null) continue;
+      const seen = sendOf.get(draft.orderKey);
+      if (seen === undefined) sendOf.set(draft.orderKey, i);
+      else if (seen !== i) return false;
+    }
+  }
+  return true;
 }
 
 /**
