@@ -42,9 +42,10 @@ interface Waiting {
  * a topic-partition keep the order they were queued in). Relays queue the sends of a batch at once
  * only where no ordering key spans two of them, so a request's failure is exact for each (the
  * client reports it per topic-partition) and no group's records overtake each other. With kafkajs
- * (one topic-partition per send) a batch's records spread over the topic's partitions, so
- * combining the partitions' batches keeps requests as large as the batches (a third to a half
- * fewer requests, and a fifth more messages a second, in the benchmark's Kafka row).
+ * (one topic-partition per send) a batch's records spread over the topic's partitions, and alone
+ * each would go out in a call per partition: combined, the calls stay about as large as the
+ * batches. With one send in flight the broker's round trip sets the pace, so across a network
+ * that is about twice the messages a second with kafkajs (docs/benchmarks.md).
  */
 export class SendLane {
   /** Set after a failed send on a client with {@link KafkaClientAdapter.resetIdempotence}. */
