@@ -112,6 +112,14 @@ describe('relayEnvelope', () => {
     expect(structuredClone(envelope)).toEqual(plain);
   });
 
+  test('a copy made with the property descriptors says how to copy it instead', () => {
+    const envelope = relayEnvelope(polled(STORED));
+    const copy = Object.defineProperties({}, Object.getOwnPropertyDescriptors(envelope)) as Envelope;
+    expect(() => copy.payload).toThrow(TypeError);
+    expect(() => copy.payload).toThrow(/copy it with \{ \.\.\.envelope \} or structuredClone/);
+    expect({ ...envelope }.payload).toEqual({ orderId: 7, items: [1, 2] });
+  });
+
   test('a listing gets a plain object, its payload parsed', () => {
     const listed = publicEnvelope(polled(STORED));
     expect(Object.getPrototypeOf(listed)).toBe(Object.prototype);

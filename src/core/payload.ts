@@ -9,6 +9,9 @@ import type { Envelope } from './relay.js';
 
 const INSPECT = Symbol.for('nodejs.util.inspect.custom');
 
+const COPIED_ACCESSOR =
+  "This envelope was copied with its property descriptors, which keep the payload's getter but not the payload: read the payload from the envelope the relay received, or copy it with { ...envelope } or structuredClone(envelope).";
+
 /** A payload's stored JSON text until its first read, then its parsed value. */
 class StoredPayload {
   constructor(
@@ -73,6 +76,8 @@ class RelayEnvelope implements Envelope {
 
   static readonly #payloadProperty: PropertyDescriptor = {
     get(this: RelayEnvelope): unknown {
+      // A copy made with the property descriptors carries this getter but not the stored payload.
+      if (!(#stored in this)) throw new TypeError(COPIED_ACCESSOR);
       return this.#stored!.read();
     },
     enumerable: true,
