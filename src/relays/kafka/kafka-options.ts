@@ -17,8 +17,8 @@ export interface KafkaRelayOptions {
   /**
    * The most bytes (estimated, uncompressed) the relay puts in one send, and so the largest message
    * it sends: a bigger message fails at once with a PermanentError. Keep it at or below the topic's
-   * `max.message.bytes` (broker default 1048588). A batch larger than this goes out in several sends.
-   * Default `1_000_000`.
+   * `max.message.bytes` (broker default 1048588). A batch larger than this goes out in several sends,
+   * and batches waiting for the producer share a send only up to this size. Default `1_000_000`.
    */
   maxBytes?: number;
   /**

@@ -1,7 +1,7 @@
 /**
- * The Kafka relay: each claimed batch goes out as one idempotent send (acks: -1), keyed by group key,
- * one send in flight per producer, and a failure reported per message without breaking the order of
- * a group.
+ * The Kafka relay: each claimed batch goes out in idempotent sends (acks: -1), keyed by group key,
+ * one send in flight per producer (the batches waiting behind it share the next, see kafka-lane.ts),
+ * and a failure reported per message without breaking the order of a group.
  */
 import { DeliveryError, OutboxerError, PermanentError } from '../../core/errors.js';
 import {
