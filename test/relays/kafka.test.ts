@@ -15,7 +15,13 @@ import net from 'node:net';
 import { afterAll, beforeAll, describe, expect, test } from 'vitest';
 import { Kafka, logLevel } from 'kafkajs';
 import { isOutboxerError, OutboxerError, PermanentError, SKIPPED, type Relay } from 'outboxer';
-import { kafkajsProducer, kafkaRelay, platformaticProducer, type KafkaClientAdapter } from 'outboxer/kafka';
+import {
+  javaPartition,
+  kafkajsProducer,
+  kafkaRelay,
+  platformaticProducer,
+  type KafkaClientAdapter,
+} from 'outboxer/kafka';
 import { deliverBatch, makeContext, makeEnvelope } from '../support/envelopes.js';
 import { tcpProxy, type TcpProxy } from '../support/tcp-proxy.js';
 import { relayContract, waitFor, type Received } from './contract.js';
@@ -249,6 +255,31 @@ describe.each(Object.keys(clients))('kafka relay (%s) during a network outage', 
     } finally {
       await reader.close();
     }
+  });
+
+  test('abandoned while its sends wait in the lane: what was in flight fails, what never left is skipped', async () => {
+    // One group on each of the topic's three partitions: kafkajs sends each partition on its own.
+    const keys = [0, 1, 2].map((partition) => {
+      for (let i = 0; ; i += 1) if (javaPartition(`lane-${i}`, 3) === partition) return `lane-${i}`;
+    });
+    const batch = keys.map((key) => envelope(key));
+    await proxy.cut();
+    const abort = new AbortController();
+    setTimeout(() => abort.abort(new Error('lease expired during delivery')), 1500);
+    const outcomes = await deliverBatch(relay, batch, makeContext({ signal: abort.signal }));
+    const kinds = outcomes.map((o) => (o.ok ? 'ok' : o.error === SKIPPED ? 'skipped' : 'failed'));
+    // @platformatic/kafka sends the batch in one call; kafkajs's first partition was in flight, the
+    // other two were still queued behind it.
+    expect(kinds).toEqual(
+      client === 'kafkajs' ? ['failed', 'skipped', 'skipped'] : ['failed', 'failed', 'failed'],
+    );
+    await proxy.restore();
+    await relay.stop!(); // waits for the abandoned send to finish in the background
+    expect(await deliverBatch(relay, batch, makeContext())).toEqual([
+      { ok: true },
+      { ok: true },
+      { ok: true },
+    ]);
   });
 
   test('an already aborted signal sends nothing', async () => {
