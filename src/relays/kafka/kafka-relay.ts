@@ -240,8 +240,7 @@ class KafkaRelay implements Relay {
     const contribution = {
       adapter,
       records: records.map(toRecord),
-      partitions: new Set(records.map((draft) => partitionId(draft.topic!, draft.partition))),
-      bytes: records.reduce((sum, draft) => sum + draft.bytes, BATCH_OVERHEAD),
+      ...partitionsAndBytes(records),
       maxBytes,
       shareable,
       withdrawn: () => signal.aborted || halted(),
@@ -320,6 +319,25 @@ class KafkaRelay implements Relay {
     }
     return false;
   }
+}
+
+/**
+ * The `topic:partition` ids of a send's records and its estimated bytes, in one pass. An id is
+ * built when a record's partition differs from the one before it: once a send with kafkajs, whose
+ * sends hold one partition each.
+ */
+function partitionsAndBytes(records: readonly Draft[]): { partitions: Set<string>; bytes: number } {
+  const partitions = new Set<string>();
+  let bytes = BATCH_OVERHEAD;
+  let previous: Draft | undefined;
+  for (const draft of records) {
+    bytes += draft.bytes;
+    if (previous !== undefined && previous.topic === draft.topic && previous.partition === draft.partition)
+      continue;
+    partitions.add(partitionId(draft.topic!, draft.partition));
+    previous = draft;
+  }
+  return { partitions, bytes };
 }
 
 /** True when every ordering key of the batch is in one send: its sends may then go in any order. */
