@@ -1,6 +1,7 @@
 // Prints vitest's JSON report as the plain closing line CI reads: "N passed, N failed, N skipped".
 // With several reports (`node scripts/test-summary.mjs "Node 24=.tmp/a.json" "Node 22=.tmp/b.json"`)
-// it prints one labelled line per report, then the totals as the closing line.
+// it prints one labelled line per report, then the totals as the closing line. Each failed test is
+// named above its report's line, with the first line of its failure, because CI keeps only the tail.
 import { readFileSync } from 'node:fs';
 
 const args = process.argv.slice(2);
@@ -15,6 +16,7 @@ for (const { label, file } of reports) {
   let counts;
   try {
     const report = JSON.parse(readFileSync(file, 'utf8'));
+    for (const failure of failuresOf(report)) console.log(`${label ? `${label}: ` : ''}FAILED ${failure}`);
     counts = {
       passed: report.numPassedTests,
       // A file that fails to load has no failed test, only a failed suite: count it as one.
@@ -30,3 +32,18 @@ for (const { label, file } of reports) {
   for (const key of Object.keys(total)) total[key] += counts[key];
 }
 console.log(line(total));
+
+function failuresOf(report) {
+  const failures = [];
+  for (const file of report.testResults ?? []) {
+    const name = file.name?.replace(`${process.cwd()}/`, '') ?? 'unknown file';
+    const failed = (file.assertionResults ?? []).filter((test) => test.status === 'failed');
+    for (const test of failed) failures.push(`${name} > ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`);
+    if (failed.length === 0 && file.status === 'failed') failures.push(`${name}: ${firstLine(file.message)}`);
+  }
+  return failures;
+}
+
+function firstLine(text) {
+  return (text ?? '').split('\n', 1)[0].slice(0, 300);
+}
