@@ -39,7 +39,7 @@ function failuresOf(report) {
     const name = file.name?.replace(`${process.cwd()}/`, '') ?? 'unknown file';
     const failed = (file.assertionResults ?? []).filter((test) => test.status === 'failed');
     for (const test of failed) failures.push(`${name} > ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`);
-    if (failed.length === 0 && file.status === 'failed') failures.push(`${name}: ${firstLine(file.message)}`);
+    if (failed.length === 0 && file.status === 'failed') failures.push(`${name}: ${firstLine(file.message) || 'failed outside its tests (a hook or its import); see the log'}`);
   }
   return failures;
 }
