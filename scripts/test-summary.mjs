@@ -13,10 +13,11 @@ const reports = (args.length > 0 ? args : ['.tmp/vitest.json']).map((arg) => {
 const total = { passed: 0, failed: 0, skipped: 0 };
 const line = (c) => `${c.passed} passed, ${c.failed} failed, ${c.skipped} skipped`;
 for (const { label, file } of reports) {
+  const prefix = label ? `${label}: ` : '';
   let counts;
   try {
     const report = JSON.parse(readFileSync(file, 'utf8'));
-    for (const failure of failuresOf(report)) console.log(`${label ? `${label}: ` : ''}FAILED ${failure}`);
+    for (const failure of failuresOf(report)) console.log(`${prefix}FAILED ${failure}`);
     counts = {
       passed: report.numPassedTests,
       // A file that fails to load has no failed test, only a failed suite: count it as one.
@@ -24,11 +25,11 @@ for (const { label, file } of reports) {
       skipped: report.numPendingTests + report.numTodoTests,
     };
   } catch (error) {
-    console.log(`${label ? `${label}: ` : ''}no test report at ${file} (${error.message})`);
+    console.log(`${prefix}no test report at ${file} (${error.message})`);
     counts = { passed: 0, failed: 1, skipped: 0 };
     process.exitCode = 1;
   }
-  if (label) console.log(`${label}: ${line(counts)}`);
+  if (label) console.log(`${prefix}${line(counts)}`);
   for (const key of Object.keys(total)) total[key] += counts[key];
 }
 console.log(line(total));
@@ -38,12 +39,17 @@ function failuresOf(report) {
   for (const file of report.testResults ?? []) {
     const name = file.name?.replace(`${process.cwd()}/`, '') ?? 'unknown file';
     const failed = (file.assertionResults ?? []).filter((test) => test.status === 'failed');
-    for (const test of failed) failures.push(`${name} > ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`);
-    if (failed.length === 0 && file.status === 'failed') failures.push(`${name}: ${firstLine(file.message) || 'failed outside its tests (a hook or its import); see the log'}`);
+    for (const test of failed) {
+      failures.push(`${name} > ${test.fullName}: ${firstLine(test.failureMessages?.[0])}`);
+    }
+    if (failed.length === 0 && file.status === 'failed') {
+      const why = firstLine(file.message) || 'failed outside its tests (a hook or its import); see the log';
+      failures.push(`${name}: ${why}`);
+    }
   }
   return failures;
 }
 
 function firstLine(text) {
-  return (text ?? '').split('\n', 1)[0].slice(0, 300);
+  return (text ?? '').trim().split('\n', 1)[0].slice(0, 300);
 }
